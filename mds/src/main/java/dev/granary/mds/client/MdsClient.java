@@ -1,0 +1,181 @@
+package dev.granary.mds.client;
+
+import com.google.protobuf.ByteString;
+import dev.granary.mds.FsException;
+import dev.granary.mds.proto.*;
+import java.util.List;
+
+/**
+ * Typed client of the MDS namespace: one method per operation. Every method throws
+ * {@link FsException} carrying the errno the MDS answered (ENOENT, EEXIST, EACCES, ...).
+ * Thread-safe when its transport is.
+ */
+public final class MdsClient implements AutoCloseable {
+    /** Bits of {@link SetAttrRequest#getValid()}. */
+    public static final int SETATTR_MODE = 1, SETATTR_UID = 2, SETATTR_GID = 4, SETATTR_SIZE = 8,
+            SETATTR_ATIME = 16, SETATTR_MTIME = 32, SETATTR_ATIME_NOW = 64, SETATTR_MTIME_NOW = 128;
+    /** Linux renameat2 flags. */
+    public static final int RENAME_NOREPLACE = 1, RENAME_EXCHANGE = 2;
+    /** setxattr flags (Linux). */
+    public static final int XATTR_CREATE = 1, XATTR_REPLACE = 2;
+    /** The root directory's inode number. */
+    public static final long ROOT_INO = 1;
+
+    private final MdsTransport transport;
+
+    public MdsClient(MdsTransport transport) {
+        this.transport = transport;
+    }
+
+    private static MdsRequest.Builder req(Caller c) {
+        return MdsRequest.newBuilder().setCaller(c);
+    }
+
+    private static MdsResponse check(MdsResponse r) {
+        if (r.getStatus() != Status.OK) {
+            throw new FsException(r.getStatus(), r.getMessage());
+        }
+        return r;
+    }
+
+    private MdsResponse write(MdsRequest.Builder b) {
+        return check(transport.write(b.build()));
+    }
+
+    private MdsResponse read(MdsRequest.Builder b) {
+        return check(transport.read(b.build()));
+    }
+
+    private static ByteString bs(byte[] b) {
+        return ByteString.copyFrom(b);
+    }
+
+    /** Looks up {@code name} in directory {@code parent}: ENOENT, ENOTDIR, EACCES. */
+    public Attr lookup(Caller c, long parent, byte[] name) {
+        return read(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)))).getAttr();
+    }
+
+    /** Attributes of inode {@code ino}: ENOENT. */
+    public Attr getattr(Caller c, long ino) {
+        return read(req(c).setGetattr(GetAttrRequest.newBuilder().setIno(ino))).getAttr();
+    }
+
+    /** chmod/chown/truncate/utimens in one operation: EPERM, EACCES, EISDIR (size of a dir), EINVAL. */
+    public Attr setattr(Caller c, SetAttrRequest r) {
+        return write(req(c).setSetattr(r)).getAttr();
+    }
+
+    /** Creates a regular file (or device/fifo by mode): EEXIST when exclusive, ENAMETOOLONG, EACCES. */
+    public Attr create(Caller c, long parent, byte[] name, int mode, boolean exclusive) {
+        return write(req(c).setCreate(CreateRequest.newBuilder().setParent(parent).setName(bs(name))
+                .setMode(mode).setExclusive(exclusive))).getAttr();
+    }
+
+    /** Creates a directory: EEXIST, ENAMETOOLONG, EACCES. */
+    public Attr mkdir(Caller c, long parent, byte[] name, int mode) {
+        return write(req(c).setMkdir(MkdirRequest.newBuilder().setParent(parent).setName(bs(name)).setMode(mode))).getAttr();
+    }
+
+    /** Removes a non-directory entry: ENOENT, EISDIR, EACCES, EPERM (sticky). */
+    public void unlink(Caller c, long parent, byte[] name) {
+        write(req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name))));
+    }
+
+    /** Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. */
+    public void rmdir(Caller c, long parent, byte[] name) {
+        write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name))));
+    }
+
+    /** Atomic rename (renameat2 flags): ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EEXIST (NOREPLACE). */
+    public void rename(Caller c, long srcParent, byte[] srcName, long dstParent, byte[] dstName, int flags) {
+        write(req(c).setRename(RenameRequest.newBuilder().setSrcParent(srcParent).setSrcName(bs(srcName))
+                .setDstParent(dstParent).setDstName(bs(dstName)).setFlags(flags)));
+    }
+
+    /** One page of entries of directory {@code ino} with names after {@code after} (empty: from the start). */
+    public ReadDirPage readdir(Caller c, long ino, byte[] after, int limit) {
+        MdsResponse r = read(req(c).setReaddir(ReadDirRequest.newBuilder().setIno(ino).setAfter(bs(after)).setLimit(limit)));
+        return new ReadDirPage(r.getEntriesList(), r.getMore());
+    }
+
+    /** Creates a symbolic link to {@code target}: EEXIST, ENAMETOOLONG. */
+    public Attr symlink(Caller c, long parent, byte[] name, byte[] target) {
+        return write(req(c).setSymlink(SymlinkRequest.newBuilder().setParent(parent).setName(bs(name)).setTarget(bs(target)))).getAttr();
+    }
+
+    /** Target of symlink {@code ino}: EINVAL when not a symlink. */
+    public byte[] readlink(Caller c, long ino) {
+        return read(req(c).setReadlink(ReadlinkRequest.newBuilder().setIno(ino))).getValue().toByteArray();
+    }
+
+    /** Hard link: EPERM for directories, EEXIST, EMLINK. */
+    public Attr link(Caller c, long ino, long newParent, byte[] newName) {
+        return write(req(c).setLink(LinkRequest.newBuilder().setIno(ino).setNewParent(newParent).setNewName(bs(newName)))).getAttr();
+    }
+
+    /** Sets an xattr: EEXIST (XATTR_CREATE), ENODATA (XATTR_REPLACE), ERANGE (too large). */
+    public void setxattr(Caller c, long ino, byte[] name, byte[] value, int flags) {
+        write(req(c).setSetxattr(SetXattrRequest.newBuilder().setIno(ino).setName(bs(name)).setValue(bs(value)).setFlags(flags)));
+    }
+
+    /** Value of an xattr: ENODATA when absent. */
+    public byte[] getxattr(Caller c, long ino, byte[] name) {
+        return read(req(c).setGetxattr(GetXattrRequest.newBuilder().setIno(ino).setName(bs(name)))).getValue().toByteArray();
+    }
+
+    /** Names of all xattrs of {@code ino}. */
+    public List<ByteString> listxattr(Caller c, long ino) {
+        return read(req(c).setListxattr(ListXattrRequest.newBuilder().setIno(ino))).getNamesList();
+    }
+
+    /** Removes an xattr: ENODATA when absent. */
+    public void removexattr(Caller c, long ino, byte[] name) {
+        write(req(c).setRemovexattr(RemoveXattrRequest.newBuilder().setIno(ino).setName(bs(name))));
+    }
+
+    /** Filesystem usage figures. */
+    public StatFsReply statfs(Caller c) {
+        return read(req(c).setStatfs(StatFsRequest.getDefaultInstance())).getStatfs();
+    }
+
+    /** Sets the layout of a directory (default for new files) or of an empty file: EINVAL, ENOTEMPTY-like EBUSY. */
+    public Layout setLayout(Caller c, long ino, Layout layout) {
+        return write(req(c).setSetlayout(SetLayoutRequest.newBuilder().setIno(ino).setLayout(layout))).getLayout();
+    }
+
+    /** Commits written extents with the new size and mtime in one Raft operation; returns the new attributes. */
+    public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs) {
+        return write(req(c).setCommitExtents(CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents)
+                .setNewSize(newSize).setMtimeNs(mtimeNs))).getAttr();
+    }
+
+    /** Extents of {@code ino} with stripe index in {@code [fromStripe, toStripe)}, ascending. */
+    public List<Extent> getExtents(Caller c, long ino, long fromStripe, long toStripe) {
+        return read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(fromStripe).setToStripe(toStripe))).getExtentsList();
+    }
+
+    /** Registers (or updates) an OST. */
+    public void registerOst(Caller c, OstInfo ost) {
+        write(req(c).setRegisterOst(RegisterOstRequest.newBuilder().setOst(ost)));
+    }
+
+    /** All registered OSTs by index. */
+    public List<OstInfo> listOsts(Caller c) {
+        return read(req(c).setListOsts(ListOstsRequest.getDefaultInstance())).getOstsList();
+    }
+
+    /** Registers an OSS gRPC address (idempotent). */
+    public void registerOss(Caller c, String address) {
+        write(req(c).setRegisterOss(RegisterOssRequest.newBuilder().setOss(OssInfo.newBuilder().setAddress(address))));
+    }
+
+    /** All registered OSS addresses. */
+    public List<OssInfo> listOss(Caller c) {
+        return read(req(c).setListOss(ListOssRequest.getDefaultInstance())).getOssesList();
+    }
+
+    @Override
+    public void close() {
+        transport.close();
+    }
+}

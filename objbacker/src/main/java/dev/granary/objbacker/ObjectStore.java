@@ -1,0 +1,40 @@
+package dev.granary.objbacker;
+
+import java.util.List;
+
+/**
+ * An S3-style object store restricted to one bucket and key prefix (an OST's storage).
+ * Keys passed here are relative to the prefix. Objects are immutable once written.
+ * All methods are thread-safe and retry transient failures (5xx, 503 SlowDown, timeouts)
+ * with backoff before throwing {@link ObjectStoreException}.
+ */
+public interface ObjectStore extends AutoCloseable {
+    /** Writes {@code data} as object {@code key} (multipart upload above the configured threshold). */
+    void put(String key, byte[] data);
+
+    /**
+     * Reads bytes {@code [offset, offset+length)} of {@code key} (an S3 ranged GET).
+     * Returns fewer bytes when the object ends earlier; an empty array when offset is at or past its end.
+     *
+     * @throws ObjectStoreException with kind NOT_FOUND when the object does not exist
+     */
+    byte[] get(String key, long offset, int length);
+
+    /** Deletes {@code key}; deleting a missing key is not an error (S3 semantics). */
+    void delete(String key);
+
+    /** Returns metadata of {@code key}, or null when absent. */
+    ObjectInfo head(String key);
+
+    /** Lists all objects whose key starts with {@code prefix}, in key order (paged internally). */
+    List<ObjectInfo> list(String prefix);
+
+    /** Counters of S3 requests issued by this store since it was created. */
+    RequestCounters counters();
+
+    @Override
+    void close();
+
+    /** Key (relative to the store's prefix) and size in bytes of one object. */
+    record ObjectInfo(String key, long size) {}
+}

@@ -1,0 +1,25 @@
+package dev.granary.oss;
+
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Asynchronous block I/O on OSTs, as the client sees it. {@code OssClient} implements it over
+ * gRPC (routing each OST to an OSS); a direct implementation over objbacker serves unit tests.
+ * Blocks are immutable: a key is written once.
+ */
+public interface BlockIo extends AutoCloseable {
+    /** Writes block {@code key} of OST {@code ost}; completes when it is durable in S3. */
+    CompletableFuture<Void> write(int ost, String key, byte[] data);
+
+    /**
+     * Reads {@code [offset, offset+length)} of block {@code key} on OST {@code ost}; the result
+     * is shorter when the block ends earlier. Fails with {@link java.io.IOException} on errors.
+     */
+    CompletableFuture<byte[]> read(int ost, String key, long offset, int length);
+
+    /** Deletes blocks of OST {@code ost} (garbage collection). */
+    CompletableFuture<Void> delete(int ost, java.util.List<String> keys);
+
+    @Override
+    void close();
+}
