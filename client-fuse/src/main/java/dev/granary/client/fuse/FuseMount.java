@@ -1,0 +1,298 @@
+package dev.granary.client.fuse;
+
+import dev.granary.client.vfs.ClientConfig;
+import dev.granary.client.vfs.GranaryVfs;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Mounts a {@link GranaryVfs} with FUSE (jnr-fuse over libfuse2) and unmounts it.
+ *
+ * <pre>{@code
+ * try (FuseMount m = FuseMount.mount(vfs, Path.of("/mnt/train"), config)) {
+ *     ... // the directory now serves Granary
+ * }   // unmounted
+ * }</pre>
+ *
+ * <p>Mount options: {@code fsname=granary}, {@code subtype=granary}, {@code use_ino},
+ * {@code big_writes}, {@code max_read}/{@code max_write} from the config (default 1 MiB),
+ * {@code attr_timeout}/{@code entry_timeout} = {@link ClientConfig#cacheTimeout()},
+ * {@code negative_timeout=0}, no {@code kernel_cache} (each open re-reads from Granary), and
+ * {@code allow_other} when {@link ClientConfig#allowOther()} is set and we run as root (or
+ * /etc/fuse.conf has {@code user_allow_other}); permissions are then checked by Granary.
+ *
+ * <p>Errors: {@link MountException} with a one-line message when the mount point is missing,
+ * not a directory or not empty, when /dev/fuse or libfuse2 is missing, or when the mount does
+ * not come up within 10 s.
+ */
+public final class FuseMount implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(FuseMount.class);
+    private static final long LIVE_TIMEOUT_MS = 10_000;
+
+    private final GranaryFuse fs;
+    private final Path mountPoint;
+    private volatile boolean mounted;
+
+    /** A failed mount or unmount, with a one-line message for the CLI. */
+    public static final class MountException extends RuntimeException {
+        /** An error with a one-line message. */
+        public MountException(String message) {
+            super(message);
+        }
+
+        /** An error with a one-line message and its cause. */
+        public MountException(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
+    private FuseMount(GranaryFuse fs, Path mountPoint) {
+        this.fs = fs;
+        this.mountPoint = mountPoint;
+    }
+
+    /**
+     * Mounts {@code vfs} at {@code mountPoint} in a background thread and returns once the mount is
+     * live (listed in /proc/self/mountinfo).
+     *
+     * @throws MountException see the class comment
+     */
+    public static FuseMount mount(GranaryVfs vfs, Path mountPoint, ClientConfig config) {
+        Path mp = mountPoint.toAbsolutePath().normalize();
+        checkMountPoint(mp);
+        checkFuseAvailable();
+        GranaryFuse fs;
+        try {
+            fs = new GranaryFuse(vfs);
+        } catch (Throwable t) {
+            throw new MountException("libfuse2 is missing or cannot be loaded (jnr-fuse needs libfuse.so.2): "
+                    + "apt-get install fuse libfuse2 (" + t.getMessage() + ")", t);
+        }
+        List<String> opts = options(config, isRoot(), userAllowOther());
+        FuseMount m = new FuseMount(fs, mp);
+        try {
+            fs.mount(mp, false, false, opts.toArray(new String[0]));
+        } catch (Throwable t) {
+            throw new MountException("mount of " + mp + " failed: " + t.getMessage(), t);
+        }
+        long deadline = System.currentTimeMillis() + LIVE_TIMEOUT_MS;
+        while (!isMounted(mp)) {
+            if (System.currentTimeMillis() > deadline) {
+                try {
+                    fs.umount();
+                } catch (Throwable ignored) {
+                    // best effort: it never came up
+                }
+                throw new MountException("mount of " + mp + " did not come up within " + LIVE_TIMEOUT_MS / 1000 + " s");
+            }
+            sleep(20);
+        }
+        m.mounted = true;
+        LOG.info("mounted granary at {} with {}", mp, String.join(" ", opts));
+        return m;
+    }
+
+    /** The FUSE command-line options for {@code config} (pairs of "-o", "name[=value]"). */
+    static List<String> options(ClientConfig config, boolean root, boolean userAllowOther) {
+        double t = config.cacheTimeout().toNanos() / 1e9;
+        String timeout = String.format(Locale.ROOT, "%.3f", t);
+        List<String> o = new ArrayList<>();
+        for (String s : new String[] {"fsname=granary", "subtype=granary", "use_ino", "big_writes",
+                "max_read=" + config.fuseMaxRead(), "max_write=" + config.fuseMaxWrite(),
+                "attr_timeout=" + timeout, "entry_timeout=" + timeout, "negative_timeout=0"}) {
+            o.add("-o");
+            o.add(s);
+        }
+        if (config.allowOther() && (root || userAllowOther)) {
+            o.add("-o");
+            o.add("allow_other");
+        } else if (config.allowOther()) {
+            LOG.warn("allow_other needs root or user_allow_other in /etc/fuse.conf: only this uid can use the mount");
+        }
+        return o;
+    }
+
+    /** Checks that {@code mp} exists, is a directory and is empty: MountException otherwise. */
+    static void checkMountPoint(Path mp) {
+        if (!Files.exists(mp)) {
+            throw new MountException("mount point " + mp + " does not exist");
+        }
+        if (!Files.isDirectory(mp)) {
+            throw new MountException("mount point " + mp + " is not a directory");
+        }
+        if (isMounted(mp)) {
+            throw new MountException("mount point " + mp + " is already a mount point");
+        }
+        try (Stream<Path> s = Files.list(mp)) {
+            if (s.findAny().isPresent()) {
+                throw new MountException("mount point " + mp + " is not empty");
+            }
+        } catch (IOException e) {
+            throw new MountException("mount point " + mp + " cannot be listed: " + e.getMessage(), e);
+        }
+    }
+
+    /** Checks /dev/fuse and libfuse.so.2: MountException with how to install them otherwise. */
+    static void checkFuseAvailable() {
+        if (!Files.exists(Path.of("/dev/fuse"))) {
+            throw new MountException("/dev/fuse is missing: load the fuse kernel module (modprobe fuse) "
+                    + "or give the container --device /dev/fuse --cap-add SYS_ADMIN");
+        }
+        try {
+            jnr.ffi.LibraryLoader.create(LibFuseProbe.class).failImmediately().load("libfuse.so.2");
+        } catch (Throwable t) {
+            throw new MountException("libfuse2 is missing (jnr-fuse needs libfuse.so.2): apt-get install fuse libfuse2", t);
+        }
+    }
+
+    /** The one symbol used to check that libfuse2 loads. */
+    public interface LibFuseProbe {
+        /** libfuse's API version (e.g. 29). */
+        int fuse_version();
+    }
+
+    /** True when {@code mp} is listed as a mount point in /proc/self/mountinfo. */
+    public static boolean isMounted(Path mp) {
+        String want = mp.toAbsolutePath().normalize().toString();
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
+                String[] f = line.split(" ");
+                if (f.length > 4 && unescape(f[4]).equals(want)) {
+                    return true;
+                }
+            }
+        } catch (IOException e) {
+            LOG.warn("cannot read /proc/self/mountinfo: {}", e.getMessage());
+        }
+        return false;
+    }
+
+    /** Decodes mountinfo's octal escapes (\040 for space, ...). */
+    private static String unescape(String s) {
+        if (s.indexOf('\\') < 0) {
+            return s;
+        }
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < s.length(); i++) {
+            char ch = s.charAt(i);
+            if (ch == '\\' && i + 3 < s.length()) {
+                try {
+                    b.append((char) Integer.parseInt(s.substring(i + 1, i + 4), 8));
+                    i += 3;
+                    continue;
+                } catch (NumberFormatException e) {
+                    // not an escape
+                }
+            }
+            b.append(ch);
+        }
+        return b.toString();
+    }
+
+    private static boolean isRoot() {
+        try {
+            Object uid = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            return uid instanceof Integer i && i == 0;
+        } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
+            return "root".equals(System.getProperty("user.name"));
+        }
+    }
+
+    private static boolean userAllowOther() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/etc/fuse.conf"))) {
+                if (line.trim().equals("user_allow_other")) {
+                    return true;
+                }
+            }
+        } catch (IOException e) {
+            // no fuse.conf
+        }
+        return false;
+    }
+
+    /** The mounted directory. */
+    public Path mountPoint() {
+        return mountPoint;
+    }
+
+    /** The FUSE filesystem served. */
+    public GranaryFuse fs() {
+        return fs;
+    }
+
+    /**
+     * Unmounts: asks libfuse to exit and runs {@code fusermount -u -z}; if the mount is still
+     * listed after 5 s, tries {@code fusermount -u} and {@code umount -l} once more.
+     *
+     * @throws MountException when the mount point is still mounted afterwards
+     */
+    public synchronized void umount() {
+        if (!mounted) {
+            return;
+        }
+        try {
+            fs.umount();
+        } catch (Throwable t) {
+            LOG.warn("jnr-fuse umount of {} failed: {}", mountPoint, t.getMessage());
+        }
+        if (!waitUnmounted(5_000)) {
+            run("fusermount", "-u", mountPoint.toString());
+            if (!waitUnmounted(2_000)) {
+                run("umount", "-l", mountPoint.toString());
+            }
+        }
+        if (!waitUnmounted(3_000)) {
+            throw new MountException("could not unmount " + mountPoint + ": run fusermount -u " + mountPoint);
+        }
+        mounted = false;
+        LOG.info("unmounted granary at {}", mountPoint);
+    }
+
+    private boolean waitUnmounted(long ms) {
+        long deadline = System.currentTimeMillis() + ms;
+        while (isMounted(mountPoint)) {
+            if (System.currentTimeMillis() > deadline) {
+                return false;
+            }
+            sleep(20);
+        }
+        return true;
+    }
+
+    private static void run(String... cmd) {
+        try {
+            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+            if (!p.waitFor(10, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+            }
+        } catch (IOException e) {
+            LOG.warn("{} failed: {}", cmd[0], e.getMessage());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new MountException("interrupted while waiting for the mount");
+        }
+    }
+
+    /** Same as {@link #umount()}. */
+    @Override
+    public void close() {
+        umount();
+    }
+}

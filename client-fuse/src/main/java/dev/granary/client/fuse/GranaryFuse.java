@@ -1,0 +1,493 @@
+package dev.granary.client.fuse;
+
+import dev.granary.client.vfs.GranaryVfs;
+import dev.granary.mds.FsException;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.StatFsReply;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import jnr.ffi.Pointer;
+import jnr.ffi.types.dev_t;
+import jnr.ffi.types.gid_t;
+import jnr.ffi.types.mode_t;
+import jnr.ffi.types.off_t;
+import jnr.ffi.types.size_t;
+import jnr.ffi.types.u_int32_t;
+import jnr.ffi.types.uid_t;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import ru.serce.jnrfuse.ErrorCodes;
+import ru.serce.jnrfuse.FuseFillDir;
+import ru.serce.jnrfuse.FuseStubFS;
+import ru.serce.jnrfuse.struct.FileStat;
+import ru.serce.jnrfuse.struct.Flock;
+import ru.serce.jnrfuse.struct.FuseFileInfo;
+import ru.serce.jnrfuse.struct.FusePollhandle;
+import ru.serce.jnrfuse.struct.Statvfs;
+import ru.serce.jnrfuse.struct.Timespec;
+
+/**
+ * The thin jnr-fuse adapter (libfuse2 high-level, path-based API) over {@link GranaryVfs}:
+ * each callback decodes its arguments, builds the {@link Caller} from the FUSE context (uid,
+ * gid, and supplementary groups of the calling pid), calls the vfs and returns 0 (or a byte
+ * count) or {@code -errno}. Every {@link Throwable} is caught here, logged, and turned into
+ * {@code -EIO}: no exception unwinds into native code.
+ *
+ * <p>Supported: getattr, fgetattr, readlink, mknod (regular files), mkdir, unlink, rmdir,
+ * symlink, rename, link, chmod, chown, truncate, ftruncate, utimens, open, create, read, write,
+ * flush, fsync, release, opendir, readdir, releasedir, fsyncdir, statfs, access, setxattr,
+ * getxattr, listxattr, removexattr. Explicitly unsupported ({@code -ENOSYS}): lock and flock
+ * (no cluster-wide locks; a lock that only holds on one node would fake success), bmap, ioctl,
+ * poll, fallocate. jnr-fuse registers with libfuse only the methods not marked
+ * {@code @NotImplemented}; the remaining stubs (read_buf, write_buf, init, destroy) stay
+ * unregistered, so libfuse uses read/write and nothing returns a fake 0.
+ *
+ * <p>Names: jnr-fuse hands paths over as Java Strings decoded as UTF-8; a name that is not valid
+ * UTF-8 arrives with U+FFFD replacement characters and then cannot be matched exactly (documented
+ * limitation: Granary names created through the mount are UTF-8).
+ */
+public class GranaryFuse extends FuseStubFS {
+    private static final Logger LOG = LoggerFactory.getLogger(GranaryFuse.class);
+    /** utimensat's special tv_nsec values (Linux). */
+    static final long UTIME_NOW = (1L << 30) - 1, UTIME_OMIT = (1L << 30) - 2;
+
+    private final GranaryVfs vfs;
+    private final CallerResolver callers;
+
+    /** An adapter over {@code vfs}; supplementary groups of a pid are cached for 1 s. */
+    public GranaryFuse(GranaryVfs vfs) {
+        this.vfs = vfs;
+        this.callers = new CallerResolver(Duration.ofSeconds(1));
+    }
+
+    @Override
+    protected String getFSName() {
+        return "granary";
+    }
+
+    /** The vfs served. */
+    public GranaryVfs vfs() {
+        return vfs;
+    }
+
+    @FunctionalInterface
+    private interface Op {
+        int run(Caller c) throws Exception;
+    }
+
+    /** Runs one operation: builds the caller, maps FsException to -errno and any other Throwable to -EIO. */
+    private int call(String op, String path, Op body) {
+        try {
+            Caller c = caller();
+            return body.run(c);
+        } catch (FsException e) {
+            if (LOG.isDebugEnabled()) {
+                LOG.debug("{} {}: {}", op, path, e.getMessage());
+            }
+            return -e.errno();
+        } catch (Throwable t) {
+            LOG.error("{} {} failed unexpectedly; returning EIO", op, path, t);
+            return -ErrorCodes.EIO();
+        }
+    }
+
+    /** The caller of the current FUSE request. */
+    protected Caller caller() {
+        var ctx = getContext();
+        return callers.resolve(ctx.uid.get(), ctx.gid.get(), ctx.pid.get());
+    }
+
+    /** Fills {@code st} from {@code a}: type and permission bits, nlink, owner, size, blocks, blksize, times with ns. */
+    static void fill(FileStat st, Attr a) {
+        st.st_mode.set(a.getMode());
+        st.st_ino.set(a.getIno());
+        st.st_nlink.set(a.getNlink());
+        st.st_uid.set(a.getUid());
+        st.st_gid.set(a.getGid());
+        st.st_size.set(a.getSize());
+        st.st_rdev.set(a.getRdev());
+        long blocks = a.getBlocks() > 0 ? a.getBlocks() : (a.getSize() + 511) / 512;
+        st.st_blocks.set(blocks);
+        long bs = a.getLayout().getStripeSize();
+        boolean reg = (a.getMode() & GranaryVfs.S_IFMT) == GranaryVfs.S_IFREG;
+        st.st_blksize.set(reg && bs > 0 && bs <= (1 << 30) ? bs : 4096);
+        setTime(st.st_atim, a.getAtimeNs());
+        setTime(st.st_mtim, a.getMtimeNs());
+        setTime(st.st_ctim, a.getCtimeNs());
+    }
+
+    private static void setTime(Timespec t, long ns) {
+        t.tv_sec.set(Math.floorDiv(ns, 1_000_000_000L));
+        t.tv_nsec.set(Math.floorMod(ns, 1_000_000_000L));
+    }
+
+    private static long timeNs(Timespec t) {
+        long nsec = t.tv_nsec.longValue();
+        if (nsec == UTIME_NOW) {
+            return GranaryVfs.TIME_NOW;
+        }
+        if (nsec == UTIME_OMIT) {
+            return GranaryVfs.TIME_OMIT;
+        }
+        return t.tv_sec.get() * 1_000_000_000L + nsec;
+    }
+
+    // ------------------------------------------------------------------ attributes
+
+    @Override
+    public int getattr(String path, FileStat stat) {
+        return call("getattr", path, c -> {
+            fill(stat, vfs.getattr(c, path));
+            return 0;
+        });
+    }
+
+    @Override
+    public int fgetattr(String path, FileStat stat, FuseFileInfo fi) {
+        return call("fgetattr", path, c -> {
+            fill(stat, vfs.fgetattr(c, fi.fh.get()));
+            return 0;
+        });
+    }
+
+    @Override
+    public int chmod(String path, @mode_t long mode) {
+        return call("chmod", path, c -> {
+            vfs.chmod(c, path, (int) mode);
+            return 0;
+        });
+    }
+
+    @Override
+    public int chown(String path, @uid_t long uid, @gid_t long gid) {
+        return call("chown", path, c -> {
+            vfs.chown(c, path, uid, gid);
+            return 0;
+        });
+    }
+
+    @Override
+    public int truncate(String path, @off_t long size) {
+        return call("truncate", path, c -> {
+            vfs.truncate(c, path, size);
+            return 0;
+        });
+    }
+
+    @Override
+    public int ftruncate(String path, @off_t long size, FuseFileInfo fi) {
+        return call("ftruncate", path, c -> {
+            vfs.ftruncate(c, fi.fh.get(), size);
+            return 0;
+        });
+    }
+
+    @Override
+    public int utimens(String path, Timespec[] timespec) {
+        return call("utimens", path, c -> {
+            long atime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[0]);
+            long mtime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[1]);
+            vfs.utimens(c, path, atime, mtime);
+            return 0;
+        });
+    }
+
+    @Override
+    public int access(String path, int mask) {
+        return call("access", path, c -> {
+            vfs.access(c, path, mask);
+            return 0;
+        });
+    }
+
+    @Override
+    public int statfs(String path, Statvfs st) {
+        return call("statfs", path, c -> {
+            StatFsReply r = vfs.statfs(c);
+            long bsize = r.getBlockSize() > 0 ? r.getBlockSize() : 4096;
+            st.f_bsize.set(bsize);
+            st.f_frsize.set(bsize);
+            st.f_blocks.set(r.getTotalBlocks());
+            st.f_bfree.set(r.getFreeBlocks());
+            st.f_bavail.set(r.getFreeBlocks());
+            st.f_files.set(r.getTotalInodes());
+            st.f_ffree.set(r.getFreeInodes());
+            st.f_favail.set(r.getFreeInodes());
+            st.f_namemax.set(GranaryVfs.NAME_MAX);
+            return 0;
+        });
+    }
+
+    // ------------------------------------------------------------------ namespace
+
+    @Override
+    public int mknod(String path, @mode_t long mode, @dev_t long rdev) {
+        return call("mknod", path, c -> {
+            vfs.mknod(c, path, (int) mode, rdev);
+            return 0;
+        });
+    }
+
+    @Override
+    public int mkdir(String path, @mode_t long mode) {
+        return call("mkdir", path, c -> {
+            vfs.mkdir(c, path, (int) mode);
+            return 0;
+        });
+    }
+
+    @Override
+    public int unlink(String path) {
+        return call("unlink", path, c -> {
+            vfs.unlink(c, path);
+            return 0;
+        });
+    }
+
+    @Override
+    public int rmdir(String path) {
+        return call("rmdir", path, c -> {
+            vfs.rmdir(c, path);
+            return 0;
+        });
+    }
+
+    @Override
+    public int symlink(String oldpath, String newpath) {
+        return call("symlink", newpath, c -> {
+            vfs.symlink(c, oldpath, newpath);
+            return 0;
+        });
+    }
+
+    @Override
+    public int readlink(String path, Pointer buf, @size_t long size) {
+        return call("readlink", path, c -> {
+            byte[] t = vfs.readlink(c, path).getBytes(StandardCharsets.UTF_8);
+            if (size <= 0) {
+                return -ErrorCodes.EINVAL();
+            }
+            int n = (int) Math.min(t.length, size - 1); // libfuse2 wants a NUL-terminated, possibly truncated target
+            buf.put(0, t, 0, n);
+            buf.putByte(n, (byte) 0);
+            return 0;
+        });
+    }
+
+    @Override
+    public int rename(String oldpath, String newpath) {
+        return call("rename", oldpath, c -> {
+            vfs.rename(c, oldpath, newpath, 0); // libfuse2's rename has no renameat2 flags
+            return 0;
+        });
+    }
+
+    @Override
+    public int link(String oldpath, String newpath) {
+        return call("link", newpath, c -> {
+            vfs.link(c, oldpath, newpath);
+            return 0;
+        });
+    }
+
+    // ------------------------------------------------------------------ files
+
+    @Override
+    public int create(String path, @mode_t long mode, FuseFileInfo fi) {
+        return call("create", path, c -> {
+            fi.fh.set(vfs.create(c, path, (int) mode, fi.flags.get()));
+            return 0;
+        });
+    }
+
+    @Override
+    public int open(String path, FuseFileInfo fi) {
+        return call("open", path, c -> {
+            fi.fh.set(vfs.open(c, path, fi.flags.get()));
+            return 0;
+        });
+    }
+
+    @Override
+    public int read(String path, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        return call("read", path, c -> {
+            byte[] data = vfs.read(c, fi.fh.get(), offset, (int) Math.min(size, Integer.MAX_VALUE));
+            buf.put(0, data, 0, data.length);
+            return data.length;
+        });
+    }
+
+    @Override
+    public int write(String path, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        return call("write", path, c -> {
+            int n = (int) Math.min(size, Integer.MAX_VALUE);
+            byte[] data = new byte[n];
+            buf.get(0, data, 0, n);
+            return vfs.write(c, fi.fh.get(), offset, data, n);
+        });
+    }
+
+    @Override
+    public int flush(String path, FuseFileInfo fi) {
+        return call("flush", path, c -> {
+            vfs.flush(c, fi.fh.get());
+            return 0;
+        });
+    }
+
+    @Override
+    public int fsync(String path, int isdatasync, FuseFileInfo fi) {
+        return call("fsync", path, c -> {
+            vfs.fsync(c, fi.fh.get(), isdatasync != 0);
+            return 0;
+        });
+    }
+
+    @Override
+    public int release(String path, FuseFileInfo fi) {
+        return call("release", path, c -> {
+            vfs.release(c, fi.fh.get());
+            return 0;
+        });
+    }
+
+    // ------------------------------------------------------------------ directories
+
+    @Override
+    public int opendir(String path, FuseFileInfo fi) {
+        return call("opendir", path, c -> {
+            fi.fh.set(vfs.opendir(c, path));
+            return 0;
+        });
+    }
+
+    @Override
+    public int readdir(String path, Pointer buf, FuseFillDir filter, @off_t long offset, FuseFileInfo fi) {
+        return call("readdir", path, c -> {
+            List<GranaryVfs.Entry> entries = vfs.readdir(c, fi.fh.get());
+            for (GranaryVfs.Entry e : entries) {
+                byte[] name = e.name().getBytes(StandardCharsets.UTF_8);
+                ByteBuffer nb = ByteBuffer.allocate(name.length + 1).put(name).put((byte) 0).flip();
+                if (filter.apply(buf, nb, null, 0) != 0) {
+                    break; // libfuse's buffer is full (cannot happen with offset 0 mode, which grows it)
+                }
+            }
+            return 0;
+        });
+    }
+
+    @Override
+    public int releasedir(String path, FuseFileInfo fi) {
+        return call("releasedir", path, c -> {
+            vfs.releasedir(c, fi.fh.get());
+            return 0;
+        });
+    }
+
+    /** Namespace operations are durable (committed by a Raft majority) when they return: nothing to do. */
+    @Override
+    public int fsyncdir(String path, FuseFileInfo fi) {
+        return call("fsyncdir", path, c -> 0);
+    }
+
+    // ------------------------------------------------------------------ xattrs
+
+    @Override
+    public int setxattr(String path, String name, Pointer value, @size_t long size, int flags) {
+        return call("setxattr", path, c -> {
+            byte[] v = new byte[(int) size];
+            value.get(0, v, 0, v.length);
+            vfs.setxattr(c, path, name, v, flags);
+            return 0;
+        });
+    }
+
+    @Override
+    public int getxattr(String path, String name, Pointer value, @size_t long size) {
+        return call("getxattr", path, c -> {
+            byte[] v = vfs.getxattr(c, path, name);
+            if (size == 0) {
+                return v.length; // size query
+            }
+            if (size < v.length) {
+                return -ErrorCodes.ERANGE();
+            }
+            value.put(0, v, 0, v.length);
+            return v.length;
+        });
+    }
+
+    @Override
+    public int listxattr(String path, Pointer list, @size_t long size) {
+        return call("listxattr", path, c -> {
+            List<String> names = vfs.listxattr(c, path);
+            int total = 0;
+            for (String n : names) {
+                total += n.getBytes(StandardCharsets.UTF_8).length + 1;
+            }
+            if (size == 0) {
+                return total;
+            }
+            if (size < total) {
+                return -ErrorCodes.ERANGE();
+            }
+            long pos = 0;
+            for (String n : names) {
+                byte[] b = n.getBytes(StandardCharsets.UTF_8);
+                list.put(pos, b, 0, b.length);
+                list.putByte(pos + b.length, (byte) 0);
+                pos += b.length + 1;
+            }
+            return total;
+        });
+    }
+
+    @Override
+    public int removexattr(String path, String name) {
+        return call("removexattr", path, c -> {
+            vfs.removexattr(c, path, name);
+            return 0;
+        });
+    }
+
+    // ------------------------------------------------------------------ explicitly unsupported
+
+    /** POSIX record locks: not supported cluster-wide, so not faked locally: -ENOSYS. */
+    @Override
+    public int lock(String path, FuseFileInfo fi, int cmd, Flock flock) {
+        return -ErrorCodes.ENOSYS();
+    }
+
+    /** flock(2): not supported cluster-wide: -ENOSYS. */
+    @Override
+    public int flock(String path, FuseFileInfo fi, int op) {
+        return -ErrorCodes.ENOSYS();
+    }
+
+    /** Block mapping (only for block-device-backed filesystems): -ENOSYS. */
+    @Override
+    public int bmap(String path, @size_t long blocksize, long idx) {
+        return -ErrorCodes.ENOSYS();
+    }
+
+    /** ioctl: none supported: -ENOSYS. */
+    @Override
+    public int ioctl(String path, int cmd, Pointer arg, FuseFileInfo fi, @u_int32_t long flags, Pointer data) {
+        return -ErrorCodes.ENOSYS();
+    }
+
+    /** poll: -ENOSYS (the kernel then treats the file as always ready, like a regular file). */
+    @Override
+    public int poll(String path, FuseFileInfo fi, FusePollhandle ph, Pointer reventsp) {
+        return -ErrorCodes.ENOSYS();
+    }
+
+    /** fallocate: -ENOSYS (the kernel reports EOPNOTSUPP; glibc's posix_fallocate then writes zeros). */
+    @Override
+    public int fallocate(String path, int mode, @off_t long off, @off_t long length, FuseFileInfo fi) {
+        return -ErrorCodes.ENOSYS();
+    }
+}

@@ -1,0 +1,85 @@
+package dev.granary.client.vfs;
+
+import java.time.Duration;
+
+/**
+ * Settings of one Granary client (one mount).
+ *
+ * @param cacheTimeout     how long a cached dentry (parent inode + name → inode) or attribute
+ *                         set stays valid, and the kernel's {@code attr_timeout}/{@code entry_timeout}.
+ *                         Default 1 s. This is the window in which a change made by another client
+ *                         (another node) may stay invisible here, exactly as NFS's {@code actimeo}.
+ *                         Local mutations invalidate the caches at once. Data follows close-to-open
+ *                         consistency independently of this value.
+ * @param readaheadStripes how many stripes beyond the current one a sequential reader keeps in
+ *                         flight per open file (default 4; 0 disables readahead)
+ * @param maxDirtyBytes    bytes of write buffers all open files of this client may hold together
+ *                         (default 256 MiB). A writer that would exceed it blocks until uploads
+ *                         free memory (backpressure), it never fails with out-of-memory
+ * @param ioThreads        threads used to assemble reads and run read-modify-write uploads (default 8)
+ * @param readdirPageSize  entries fetched from the MDS per readdir page (default 1024)
+ * @param allowOther       mount with {@code -o allow_other} so uids other than the mounter may use the
+ *                         mount (training jobs run as ordinary users while root mounts). Default true;
+ *                         applied only when mounting as root or when /etc/fuse.conf has
+ *                         {@code user_allow_other}. Granary (the MDS and this client) then checks
+ *                         POSIX permissions with each caller's uid/gid
+ * @param fuseMaxRead      {@code -o max_read} in bytes (default 1 MiB)
+ * @param fuseMaxWrite     {@code -o max_write} in bytes (default 1 MiB; needs {@code big_writes})
+ */
+public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
+                           int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite) {
+    /** 1 MiB in bytes. */
+    public static final int MIB = 1 << 20;
+
+    /** Validates every field: IllegalArgumentException with a one-line message on bad values. */
+    public ClientConfig {
+        if (cacheTimeout == null || cacheTimeout.isNegative()) {
+            throw new IllegalArgumentException("cacheTimeout must be >= 0, got " + cacheTimeout);
+        }
+        if (readaheadStripes < 0 || readaheadStripes > 256) {
+            throw new IllegalArgumentException("readaheadStripes must be in [0, 256], got " + readaheadStripes);
+        }
+        if (maxDirtyBytes < 1) {
+            throw new IllegalArgumentException("maxDirtyBytes must be >= 1 byte, got " + maxDirtyBytes);
+        }
+        if (ioThreads < 1 || ioThreads > 1024) {
+            throw new IllegalArgumentException("ioThreads must be in [1, 1024], got " + ioThreads);
+        }
+        if (readdirPageSize < 1 || readdirPageSize > 100_000) {
+            throw new IllegalArgumentException("readdirPageSize must be in [1, 100000], got " + readdirPageSize);
+        }
+        if (fuseMaxRead < 4096 || fuseMaxWrite < 4096) {
+            throw new IllegalArgumentException("fuseMaxRead/fuseMaxWrite must be >= 4096 bytes");
+        }
+    }
+
+    /** The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages, allow_other, 1 MiB FUSE I/O. */
+    public static ClientConfig defaults() {
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB);
+    }
+
+    /** A copy with another cache timeout. */
+    public ClientConfig withCacheTimeout(Duration d) {
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite);
+    }
+
+    /** A copy with another readahead window (stripes). */
+    public ClientConfig withReadaheadStripes(int n) {
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite);
+    }
+
+    /** A copy with another dirty-memory limit (bytes). */
+    public ClientConfig withMaxDirtyBytes(long n) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite);
+    }
+
+    /** A copy with another readdir page size (entries). */
+    public ClientConfig withReaddirPageSize(int n) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite);
+    }
+
+    /** A copy with allow_other set. */
+    public ClientConfig withAllowOther(boolean b) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite);
+    }
+}

@@ -1,0 +1,787 @@
+package dev.granary.client.vfs;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import com.google.protobuf.ByteString;
+import dev.granary.mds.FsException;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.client.ReadDirPage;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.DirEntry;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.SetAttrRequest;
+import dev.granary.mds.proto.StatFsReply;
+import dev.granary.mds.proto.Status;
+import dev.granary.oss.BlockIo;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The POSIX core of the Granary client: path-based operations as the FUSE adapter needs them,
+ * testable without a mount. Paths are '/'-separated strings relative to the mount root
+ * ("/" is the root, inode 1), as jnr-fuse passes them; names are encoded to bytes as UTF-8.
+ *
+ * <p>Path resolution walks components from the root through a dentry cache (parent inode + name
+ * → inode) and an attribute cache (inode → {@link Attr}), both Caffeine caches whose entries
+ * live {@link ClientConfig#cacheTimeout()} (another client's change may stay invisible that
+ * long, as NFS's actimeo); local mutations update or invalidate them at once. Negative lookups are
+ * not cached. {@link #open} always fetches fresh attributes and extents (close-to-open).
+ *
+ * <p>Every call takes the caller's identity ({@link Caller}: uid, gid, supplementary gids), which
+ * the MDS uses for POSIX permission checks; open/access/readdir checks are done here against the
+ * inode's mode (root passes read/write always, and execute when any x bit is set).
+ *
+ * <p>Every failure is an {@link FsException} carrying an errno. Thread-safe.
+ */
+public final class GranaryVfs implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(GranaryVfs.class);
+
+    /** open(2) flag bits (Linux x86-64/aarch64). */
+    public static final int O_ACCMODE = 3, O_RDONLY = 0, O_WRONLY = 1, O_RDWR = 2, O_CREAT = 0100, O_EXCL = 0200,
+            O_TRUNC = 01000, O_APPEND = 02000, O_DIRECTORY = 0200000;
+    /** st_mode type bits (POSIX). */
+    public static final int S_IFMT = 0170000, S_IFREG = 0100000, S_IFDIR = 0040000, S_IFLNK = 0120000;
+    /** access(2) mask bits. */
+    public static final int F_OK = 0, X_OK = 1, W_OK = 2, R_OK = 4;
+    /** {@link #utimens} marker: set this time to the current time (utimensat's UTIME_NOW). */
+    public static final long TIME_NOW = Long.MIN_VALUE;
+    /** {@link #utimens} marker: leave this time unchanged (utimensat's UTIME_OMIT). */
+    public static final long TIME_OMIT = Long.MIN_VALUE + 1;
+    /** Largest name in bytes (POSIX NAME_MAX). */
+    public static final int NAME_MAX = 255;
+
+    private final MdsClient mds;
+    private final BlockIo blockIo;
+    private final ClientConfig config;
+    private final DirtyBudget dirtyBudget;
+    private final ExecutorService ioExecutor;
+    private final Cache<DentryKey, Long> dentries;
+    private final Cache<Long, Attr> attrs;
+    private final AtomicLong nextHandle = new AtomicLong(1);
+    private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
+    private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
+    private final Map<Long, DirHandle> dirs = new ConcurrentHashMap<>();
+
+    private record DentryKey(long parent, String name) {}
+
+    private record DirHandle(long ino, long parentIno) {}
+
+    /** One directory entry as readdir returns it: name, inode number and S_IFMT type bits. */
+    public record Entry(String name, long ino, int mode) {}
+
+    /**
+     * A client core over {@code mds} (namespace) and {@code blockIo} (block data on OSTs). Neither
+     * is closed by {@link #close()}: the caller owns them.
+     */
+    public GranaryVfs(MdsClient mds, BlockIo blockIo, ClientConfig config) {
+        this.mds = mds;
+        this.blockIo = blockIo;
+        this.config = config;
+        this.dirtyBudget = new DirtyBudget(config.maxDirtyBytes());
+        AtomicInteger n = new AtomicInteger();
+        this.ioExecutor = Executors.newFixedThreadPool(config.ioThreads(), r -> {
+            Thread t = new Thread(r, "granary-vfs-io-" + n.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
+        this.dentries = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
+        this.attrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
+    }
+
+    /** A caller identity: uid, primary gid and supplementary gids. */
+    public static Caller caller(int uid, int gid, int... gids) {
+        Caller.Builder b = Caller.newBuilder().setUid(uid).setGid(gid);
+        for (int g : gids) {
+            b.addGids(g);
+        }
+        return b.build();
+    }
+
+    /** The configuration. */
+    public ClientConfig config() {
+        return config;
+    }
+
+    MdsClient mds() {
+        return mds;
+    }
+
+    BlockIo blockIo() {
+        return blockIo;
+    }
+
+    DirtyBudget dirtyBudget() {
+        return dirtyBudget;
+    }
+
+    ExecutorService ioExecutor() {
+        return ioExecutor;
+    }
+
+    /** Now in nanoseconds since the Unix epoch. */
+    static long nowNs() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    static String rootMessage(Throwable t) {
+        Throwable c = t;
+        while (c.getCause() != null && c.getCause() != c) {
+            c = c.getCause();
+        }
+        return c.getClass().getSimpleName() + (c.getMessage() == null ? "" : ": " + c.getMessage());
+    }
+
+    // ------------------------------------------------------------------ path resolution
+
+    private static List<String> components(String path) {
+        if (path == null || path.isEmpty() || path.charAt(0) != '/') {
+            throw new FsException(Status.EINVAL, "path must start with '/': " + path);
+        }
+        List<String> out = new ArrayList<>();
+        for (String c : path.split("/")) {
+            if (!c.isEmpty()) {
+                out.add(c);
+            }
+        }
+        return out;
+    }
+
+    private static byte[] nameBytes(String name) {
+        if (name.indexOf('\0') >= 0) {
+            throw new FsException(Status.EINVAL, "NUL in name");
+        }
+        byte[] b = name.getBytes(StandardCharsets.UTF_8);
+        if (b.length > NAME_MAX) {
+            throw new FsException(Status.ENAMETOOLONG, "name longer than " + NAME_MAX + " bytes");
+        }
+        return b;
+    }
+
+    private Attr attrOf(Caller c, long ino) {
+        Attr a = attrs.getIfPresent(ino);
+        if (a == null) {
+            a = mds.getattr(c, ino);
+            attrs.put(ino, a);
+        }
+        return a;
+    }
+
+    private Attr lookupIn(Caller c, Attr dir, String name) {
+        if (!isDir(dir)) {
+            throw new FsException(Status.ENOTDIR, "not a directory: inode " + dir.getIno());
+        }
+        if (!permits(c, dir, X_OK)) {
+            throw new FsException(Status.EACCES, "no search permission on directory inode " + dir.getIno());
+        }
+        DentryKey key = new DentryKey(dir.getIno(), name);
+        Long ino = dentries.getIfPresent(key);
+        if (ino != null) {
+            Attr a = attrs.getIfPresent(ino);
+            if (a != null) {
+                return a;
+            }
+        }
+        Attr a = mds.lookup(c, dir.getIno(), nameBytes(name));
+        dentries.put(key, a.getIno());
+        attrs.put(a.getIno(), a);
+        return a;
+    }
+
+    /**
+     * Resolves {@code path} to the attributes of its inode (a final symlink is not followed).
+     *
+     * @throws FsException ENOENT, ENOTDIR (a middle component is not a directory), EACCES, ENAMETOOLONG
+     */
+    public Attr lookup(Caller c, String path) {
+        Attr cur = attrOf(c, MdsClient.ROOT_INO);
+        for (String name : components(path)) {
+            cur = lookupIn(c, cur, name);
+        }
+        return cur;
+    }
+
+    /** Parent directory attributes and last name of {@code path}; EEXIST-like EINVAL for the root. */
+    private record ParentName(Attr parent, String name) {}
+
+    private ParentName parentOf(Caller c, String path) {
+        List<String> comps = components(path);
+        if (comps.isEmpty()) {
+            throw new FsException(Status.EBUSY, "the root directory cannot be the target of this operation");
+        }
+        Attr cur = attrOf(c, MdsClient.ROOT_INO);
+        for (int i = 0; i < comps.size() - 1; i++) {
+            cur = lookupIn(c, cur, comps.get(i));
+        }
+        if (!isDir(cur)) {
+            throw new FsException(Status.ENOTDIR, "not a directory: inode " + cur.getIno());
+        }
+        String name = comps.get(comps.size() - 1);
+        nameBytes(name);
+        return new ParentName(cur, name);
+    }
+
+    private static boolean isDir(Attr a) {
+        return (a.getMode() & S_IFMT) == S_IFDIR;
+    }
+
+    private static boolean isReg(Attr a) {
+        return (a.getMode() & S_IFMT) == S_IFREG;
+    }
+
+    /** POSIX permission check of {@code mask} (R_OK|W_OK|X_OK) on {@code a} for caller {@code c}. */
+    static boolean permits(Caller c, Attr a, int mask) {
+        int mode = a.getMode();
+        if (c.getUid() == 0) {
+            return (mask & X_OK) == 0 || isDir(a) || (mode & 0111) != 0;
+        }
+        int bits;
+        if (c.getUid() == a.getUid()) {
+            bits = mode >> 6;
+        } else if (c.getGid() == a.getGid() || c.getGidsList().contains(a.getGid())) {
+            bits = mode >> 3;
+        } else {
+            bits = mode;
+        }
+        return (bits & mask & 7) == (mask & 7);
+    }
+
+    /** Attributes with the size raised to what local open handles have written but not yet committed. */
+    private Attr withLocalSize(Attr a) {
+        Set<OpenFile> open = filesByIno.get(a.getIno());
+        if (open == null) {
+            return a;
+        }
+        long size = a.getSize();
+        for (OpenFile f : open) {
+            if (f.hasUncommittedWrites()) {
+                size = Math.max(size, f.size());
+            }
+        }
+        return size == a.getSize() ? a : a.toBuilder().setSize(size).build();
+    }
+
+    void attrCommitted(Attr a) {
+        attrs.put(a.getIno(), a);
+    }
+
+    // ------------------------------------------------------------------ attributes
+
+    /**
+     * Attributes of {@code path} (from the cache when fresh), with the size including this
+     * client's own unflushed writes.
+     *
+     * @throws FsException ENOENT, ENOTDIR, EACCES
+     */
+    public Attr getattr(Caller c, String path) {
+        return withLocalSize(lookup(c, path));
+    }
+
+    /** Attributes of the file behind handle {@code fh} (fgetattr); EBADF for an unknown handle. */
+    public Attr fgetattr(Caller c, long fh) {
+        OpenFile f = file(fh);
+        return withLocalSize(attrOf(c, f.ino()));
+    }
+
+    /** chmod: sets the permission bits (mode &amp; 07777). EPERM when not the owner (MDS). */
+    public Attr chmod(Caller c, String path, int mode) {
+        Attr a = lookup(c, path);
+        return setattr(c, SetAttrRequest.newBuilder().setIno(a.getIno()).setValid(MdsClient.SETATTR_MODE).setMode(mode & 07777));
+    }
+
+    /** chown: uid or gid of -1 (or 0xFFFFFFFF) leaves it unchanged. EPERM (MDS rules). */
+    public Attr chown(Caller c, String path, long uid, long gid) {
+        Attr a = lookup(c, path);
+        SetAttrRequest.Builder b = SetAttrRequest.newBuilder().setIno(a.getIno());
+        int valid = 0;
+        if (uid != -1 && uid != 0xFFFFFFFFL) {
+            valid |= MdsClient.SETATTR_UID;
+            b.setUid((int) uid);
+        }
+        if (gid != -1 && gid != 0xFFFFFFFFL) {
+            valid |= MdsClient.SETATTR_GID;
+            b.setGid((int) gid);
+        }
+        if (valid == 0) {
+            return a;
+        }
+        return setattr(c, b.setValid(valid));
+    }
+
+    /**
+     * Sets access and modification times in ns since the epoch; {@link #TIME_NOW} or
+     * {@link #TIME_OMIT} per field (utimensat). EPERM/EACCES (MDS rules).
+     */
+    public Attr utimens(Caller c, String path, long atimeNs, long mtimeNs) {
+        Attr a = lookup(c, path);
+        SetAttrRequest.Builder b = SetAttrRequest.newBuilder().setIno(a.getIno());
+        int valid = 0;
+        if (atimeNs == TIME_NOW) {
+            valid |= MdsClient.SETATTR_ATIME | MdsClient.SETATTR_ATIME_NOW;
+        } else if (atimeNs != TIME_OMIT) {
+            valid |= MdsClient.SETATTR_ATIME;
+            b.setAtimeNs(atimeNs);
+        }
+        if (mtimeNs == TIME_NOW) {
+            valid |= MdsClient.SETATTR_MTIME | MdsClient.SETATTR_MTIME_NOW;
+        } else if (mtimeNs != TIME_OMIT) {
+            valid |= MdsClient.SETATTR_MTIME;
+            b.setMtimeNs(mtimeNs);
+        }
+        if (valid == 0) {
+            return a;
+        }
+        return setattr(c, b.setValid(valid));
+    }
+
+    /**
+     * truncate(2): sets the size of the regular file at {@code path}. Open handles of it in this
+     * client are flushed first and see the new size afterwards.
+     *
+     * @throws FsException EISDIR, EINVAL (not a regular file or negative), EACCES, EIO
+     */
+    public Attr truncate(Caller c, String path, long size) {
+        Attr a = lookup(c, path);
+        if (isDir(a)) {
+            throw new FsException(Status.EISDIR, path);
+        }
+        if (!isReg(a) || size < 0) {
+            throw new FsException(Status.EINVAL, "truncate needs a regular file and a size >= 0");
+        }
+        return truncateIno(c, a.getIno(), size);
+    }
+
+    /** ftruncate(2) on handle {@code fh}: EBADF (unknown or read-only handle), EINVAL, EIO. */
+    public Attr ftruncate(Caller c, long fh, long size) {
+        OpenFile f = file(fh);
+        if ((f.flags() & O_ACCMODE) == O_RDONLY) {
+            throw new FsException(Status.EBADF, "file handle " + fh + " is open read-only");
+        }
+        if (size < 0) {
+            throw new FsException(Status.EINVAL, "negative size");
+        }
+        return truncateIno(c, f.ino(), size);
+    }
+
+    private Attr truncateIno(Caller c, long ino, long size) {
+        Set<OpenFile> open = filesByIno.getOrDefault(ino, Set.of());
+        for (OpenFile f : open) {
+            f.flush(); // dirty data first, so the new size cuts what was written before
+        }
+        Attr a = setSize(c, ino, size);
+        for (OpenFile f : open) {
+            f.reload(a);
+        }
+        return a;
+    }
+
+    Attr setSize(Caller c, long ino, long size) {
+        return setattr(c, SetAttrRequest.newBuilder().setIno(ino).setValid(MdsClient.SETATTR_SIZE).setSize(size));
+    }
+
+    private Attr setattr(Caller c, SetAttrRequest.Builder b) {
+        Attr a = mds.setattr(c, b.build());
+        attrs.put(a.getIno(), a);
+        return a;
+    }
+
+    /**
+     * access(2): F_OK checks existence; R_OK/W_OK/X_OK check the mode bits for the caller.
+     *
+     * @throws FsException ENOENT, EACCES
+     */
+    public void access(Caller c, String path, int mask) {
+        Attr a = lookup(c, path);
+        if (mask != F_OK && !permits(c, a, mask)) {
+            throw new FsException(Status.EACCES, "access " + mask + " denied on " + path);
+        }
+    }
+
+    // ------------------------------------------------------------------ namespace
+
+    /** mkdir(2) with permission bits {@code mode &amp; 07777}: EEXIST, ENOENT, ENOTDIR, EACCES, ENAMETOOLONG. */
+    public Attr mkdir(Caller c, String path, int mode) {
+        ParentName pn = parentOf(c, path);
+        Attr a = mds.mkdir(c, pn.parent.getIno(), nameBytes(pn.name), (mode & 07777) | S_IFDIR);
+        added(pn, a);
+        return a;
+    }
+
+    /** rmdir(2): ENOENT, ENOTDIR, ENOTEMPTY, EACCES, EBUSY (root). */
+    public void rmdir(Caller c, String path) {
+        ParentName pn = parentOf(c, path);
+        Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
+        mds.rmdir(c, pn.parent.getIno(), nameBytes(pn.name));
+        removed(pn, child);
+    }
+
+    /** unlink(2): ENOENT, EISDIR, EACCES, EPERM (sticky directory). */
+    public void unlink(Caller c, String path) {
+        ParentName pn = parentOf(c, path);
+        Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
+        mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name));
+        removed(pn, child);
+    }
+
+    /**
+     * rename(2)/renameat2 with {@link MdsClient#RENAME_NOREPLACE} / {@link MdsClient#RENAME_EXCHANGE}
+     * flags: atomic in the MDS. ENOENT, EEXIST (NOREPLACE), ENOTEMPTY, EISDIR, ENOTDIR, EINVAL (into itself).
+     */
+    public void rename(Caller c, String from, String to, int flags) {
+        ParentName src = parentOf(c, from);
+        ParentName dst = parentOf(c, to);
+        DentryKey sk = new DentryKey(src.parent.getIno(), src.name);
+        DentryKey dk = new DentryKey(dst.parent.getIno(), dst.name);
+        Long s = dentries.getIfPresent(sk);
+        Long d = dentries.getIfPresent(dk);
+        mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
+        dentries.invalidate(sk);
+        dentries.invalidate(dk);
+        attrs.invalidate(src.parent.getIno());
+        attrs.invalidate(dst.parent.getIno());
+        if (s != null) {
+            attrs.invalidate(s);
+        }
+        if (d != null) {
+            attrs.invalidate(d);
+        }
+    }
+
+    /** symlink(2): a link at {@code linkPath} pointing to {@code target}. EEXIST, ENOENT, EACCES, ENAMETOOLONG. */
+    public Attr symlink(Caller c, String target, String linkPath) {
+        ParentName pn = parentOf(c, linkPath);
+        byte[] t = target.getBytes(StandardCharsets.UTF_8);
+        if (t.length == 0 || t.length > 4095) {
+            throw new FsException(t.length == 0 ? Status.ENOENT : Status.ENAMETOOLONG, "symlink target length " + t.length);
+        }
+        Attr a = mds.symlink(c, pn.parent.getIno(), nameBytes(pn.name), t);
+        added(pn, a);
+        return a;
+    }
+
+    /** readlink(2): the target as UTF-8 text. EINVAL when not a symlink, ENOENT. */
+    public String readlink(Caller c, String path) {
+        Attr a = lookup(c, path);
+        if ((a.getMode() & S_IFMT) != S_IFLNK) {
+            throw new FsException(Status.EINVAL, "not a symbolic link: " + path);
+        }
+        return new String(mds.readlink(c, a.getIno()), StandardCharsets.UTF_8);
+    }
+
+    /** link(2): a new name {@code newPath} for the inode at {@code existing}. EPERM (directory), EEXIST, EMLINK. */
+    public Attr link(Caller c, String existing, String newPath) {
+        Attr a = lookup(c, existing);
+        ParentName pn = parentOf(c, newPath);
+        Attr na = mds.link(c, a.getIno(), pn.parent.getIno(), nameBytes(pn.name));
+        added(pn, na);
+        return na;
+    }
+
+    /**
+     * mknod(2): only regular files (S_IFREG or no type bits) are supported; devices, FIFOs and
+     * sockets get EPERM ("the filesystem does not support the type of node", mknod(2)).
+     */
+    public Attr mknod(Caller c, String path, int mode, long rdev) {
+        int type = mode & S_IFMT;
+        if (type != 0 && type != S_IFREG) {
+            throw new FsException(Status.EPERM, "only regular files can be created with mknod on Granary");
+        }
+        ParentName pn = parentOf(c, path);
+        Attr a = mds.create(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), true);
+        added(pn, a);
+        return a;
+    }
+
+    private void added(ParentName pn, Attr a) {
+        dentries.put(new DentryKey(pn.parent.getIno(), pn.name), a.getIno());
+        attrs.put(a.getIno(), a);
+        attrs.invalidate(pn.parent.getIno());
+    }
+
+    private void removed(ParentName pn, Long child) {
+        dentries.invalidate(new DentryKey(pn.parent.getIno(), pn.name));
+        attrs.invalidate(pn.parent.getIno());
+        if (child != null) {
+            attrs.invalidate(child);
+        }
+    }
+
+    // ------------------------------------------------------------------ files
+
+    /**
+     * create(2)/open(O_CREAT): creates the regular file (exclusive with O_EXCL) or opens the
+     * existing one, and returns a file handle.
+     *
+     * @throws FsException EEXIST (O_EXCL), EISDIR, EACCES, ENOENT (parent), ENAMETOOLONG
+     */
+    public long create(Caller c, String path, int mode, int flags) {
+        ParentName pn = parentOf(c, path);
+        Attr a = mds.create(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), (flags & O_EXCL) != 0);
+        added(pn, a);
+        if (isDir(a)) {
+            throw new FsException(Status.EISDIR, path);
+        }
+        if (!isReg(a)) {
+            throw new FsException(Status.EINVAL, "not a regular file: " + path);
+        }
+        if ((flags & O_TRUNC) != 0 && a.getSize() > 0) {
+            a = truncateIno(c, a.getIno(), 0);
+        }
+        return openHandle(c, a, flags);
+    }
+
+    /**
+     * open(2) of an existing regular file: checks permissions for the access mode, handles
+     * O_TRUNC, loads fresh attributes and the extent map (close-to-open), returns a handle.
+     *
+     * @throws FsException ENOENT, EISDIR (a directory), EACCES, ELOOP (a symlink), EINVAL (other types)
+     */
+    public long open(Caller c, String path, int flags) {
+        Attr a = lookup(c, path);
+        a = mds.getattr(c, a.getIno()); // fresh: close-to-open
+        attrs.put(a.getIno(), a);
+        if (isDir(a)) {
+            throw new FsException(Status.EISDIR, path);
+        }
+        if ((a.getMode() & S_IFMT) == S_IFLNK) {
+            throw new FsException(Status.ELOOP, "open of a symbolic link: " + path);
+        }
+        if (!isReg(a)) {
+            throw new FsException(Status.EINVAL, "not a regular file: " + path);
+        }
+        int acc = flags & O_ACCMODE;
+        int mask = (acc == O_RDONLY ? R_OK : acc == O_WRONLY ? W_OK : R_OK | W_OK) | ((flags & O_TRUNC) != 0 ? W_OK : 0);
+        if (!permits(c, a, mask)) {
+            throw new FsException(Status.EACCES, "open of " + path + " denied");
+        }
+        if ((flags & O_TRUNC) != 0 && acc != O_RDONLY) {
+            a = truncateIno(c, a.getIno(), 0);
+        }
+        return openHandle(c, a, flags);
+    }
+
+    private long openHandle(Caller c, Attr a, int flags) {
+        long stripe = a.getLayout().getStripeSize();
+        long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
+        List<Extent> extents = stripes == 0 ? List.of() : mds.getExtents(c, a.getIno(), 0, stripes);
+        long fh = nextHandle.getAndIncrement();
+        OpenFile f = new OpenFile(this, fh, a, flags, c, extents);
+        files.put(fh, f);
+        filesByIno.computeIfAbsent(a.getIno(), k -> ConcurrentHashMap.newKeySet()).add(f);
+        return fh;
+    }
+
+    private OpenFile file(long fh) {
+        OpenFile f = files.get(fh);
+        if (f == null) {
+            throw new FsException(Status.EBADF, "unknown file handle " + fh);
+        }
+        return f;
+    }
+
+    /** The open file behind handle {@code fh}; EBADF when unknown. */
+    public OpenFile handle(long fh) {
+        return file(fh);
+    }
+
+    /** read(2) of up to {@code length} bytes at {@code offset}; shorter at end of file. EBADF, EIO. */
+    public byte[] read(Caller c, long fh, long offset, int length) {
+        return file(fh).read(offset, length);
+    }
+
+    /** write(2) of {@code len} bytes of {@code data} at {@code offset}; returns {@code len}. EBADF, EIO, EFBIG. */
+    public int write(Caller c, long fh, long offset, byte[] data, int len) {
+        return file(fh).write(offset, data, len);
+    }
+
+    /** close(2)'s flush: uploads and commits the handle's writes; returns when committed. EIO. */
+    public void flush(Caller c, long fh) {
+        file(fh).flush();
+    }
+
+    /** fsync(2)/fdatasync(2): same as flush (data in S3 and extents committed). EIO. */
+    public void fsync(Caller c, long fh, boolean datasync) {
+        file(fh).flush();
+    }
+
+    /** Releases handle {@code fh} after flushing it; the handle is gone even when the flush fails (EIO). */
+    public void release(Caller c, long fh) {
+        OpenFile f = files.remove(fh);
+        if (f == null) {
+            throw new FsException(Status.EBADF, "unknown file handle " + fh);
+        }
+        try {
+            f.close();
+        } finally {
+            filesByIno.computeIfPresent(f.ino(), (k, set) -> {
+                set.remove(f);
+                return set.isEmpty() ? null : set;
+            });
+        }
+    }
+
+    /** Starts uploads of every partial stripe of every handle (called when dirty memory is short). */
+    void spillAll() {
+        for (OpenFile f : files.values()) {
+            f.spill();
+        }
+    }
+
+    /** Number of open file handles (for tests and status). */
+    public int openFileCount() {
+        return files.size();
+    }
+
+    // ------------------------------------------------------------------ directories
+
+    /** opendir(3): a directory handle. ENOENT, ENOTDIR, EACCES (no read permission). */
+    public long opendir(Caller c, String path) {
+        Attr a = lookup(c, path);
+        if (!isDir(a)) {
+            throw new FsException(Status.ENOTDIR, path);
+        }
+        if (!permits(c, a, R_OK)) {
+            throw new FsException(Status.EACCES, "no read permission on directory " + path);
+        }
+        long parent = MdsClient.ROOT_INO;
+        List<String> comps = components(path);
+        if (comps.size() > 1) {
+            parent = lookup(c, "/" + String.join("/", comps.subList(0, comps.size() - 1))).getIno();
+        }
+        long dh = nextHandle.getAndIncrement();
+        dirs.put(dh, new DirHandle(a.getIno(), parent));
+        return dh;
+    }
+
+    /**
+     * All entries of the directory behind {@code dh}: "." and ".." first, then the MDS's entries
+     * in name byte order, fetched page by page ({@link ClientConfig#readdirPageSize()}) until
+     * the MDS says no more follow. Names are decoded as UTF-8 (invalid bytes become U+FFFD).
+     *
+     * @throws FsException EBADF (unknown handle), ENOENT (directory removed), EACCES
+     */
+    public List<Entry> readdir(Caller c, long dh) {
+        DirHandle d = dirs.get(dh);
+        if (d == null) {
+            throw new FsException(Status.EBADF, "unknown directory handle " + dh);
+        }
+        List<Entry> out = new ArrayList<>();
+        out.add(new Entry(".", d.ino, S_IFDIR));
+        out.add(new Entry("..", d.parentIno, S_IFDIR));
+        ByteString after = ByteString.EMPTY;
+        for (int page = 0; ; page++) {
+            ReadDirPage p = mds.readdir(c, d.ino, after.toByteArray(), config.readdirPageSize());
+            for (DirEntry e : p.entries()) {
+                String name = e.getName().toString(StandardCharsets.UTF_8);
+                out.add(new Entry(name, e.getIno(), e.getMode() & S_IFMT));
+                dentries.put(new DentryKey(d.ino, name), e.getIno());
+            }
+            if (!p.more() || p.entries().isEmpty()) {
+                break;
+            }
+            after = p.entries().get(p.entries().size() - 1).getName();
+        }
+        return out;
+    }
+
+    /** Path-based readdir: opendir + readdir + releasedir. */
+    public List<Entry> readdir(Caller c, String path) {
+        long dh = opendir(c, path);
+        try {
+            return readdir(c, dh);
+        } finally {
+            releasedir(c, dh);
+        }
+    }
+
+    /** releasedir(3): forgets the directory handle; EBADF when unknown. */
+    public void releasedir(Caller c, long dh) {
+        if (dirs.remove(dh) == null) {
+            throw new FsException(Status.EBADF, "unknown directory handle " + dh);
+        }
+    }
+
+    // ------------------------------------------------------------------ filesystem, xattrs
+
+    /** statfs(2) figures from the MDS. */
+    public StatFsReply statfs(Caller c) {
+        return mds.statfs(c);
+    }
+
+    /** setxattr(2) with XATTR_CREATE / XATTR_REPLACE flags: EEXIST, ENODATA, ERANGE. */
+    public void setxattr(Caller c, String path, String name, byte[] value, int flags) {
+        Attr a = lookup(c, path);
+        mds.setxattr(c, a.getIno(), xattrName(name), value, flags);
+    }
+
+    /** getxattr(2): the value; ENODATA when absent. */
+    public byte[] getxattr(Caller c, String path, String name) {
+        Attr a = lookup(c, path);
+        return mds.getxattr(c, a.getIno(), xattrName(name));
+    }
+
+    /** listxattr(2): the names (UTF-8). */
+    public List<String> listxattr(Caller c, String path) {
+        Attr a = lookup(c, path);
+        List<String> out = new ArrayList<>();
+        for (ByteString n : mds.listxattr(c, a.getIno())) {
+            out.add(n.toString(StandardCharsets.UTF_8));
+        }
+        return out;
+    }
+
+    /** removexattr(2): ENODATA when absent. */
+    public void removexattr(Caller c, String path, String name) {
+        Attr a = lookup(c, path);
+        mds.removexattr(c, a.getIno(), xattrName(name));
+    }
+
+    private static byte[] xattrName(String name) {
+        byte[] b = name.getBytes(StandardCharsets.UTF_8);
+        if (b.length == 0 || b.length > 255) {
+            throw new FsException(b.length == 0 ? Status.EINVAL : Status.ERANGE, "xattr name length " + b.length);
+        }
+        return b;
+    }
+
+    /** Drops every cached dentry and attribute (e.g. after a known remote change). */
+    public void invalidateCaches() {
+        dentries.invalidateAll();
+        attrs.invalidateAll();
+    }
+
+    /**
+     * Flushes and releases every open handle (errors are logged), then stops the io threads.
+     * Does not close the MdsClient or BlockIo.
+     */
+    @Override
+    public void close() {
+        for (Long fh : new ArrayList<>(files.keySet())) {
+            try {
+                release(null, fh);
+            } catch (RuntimeException e) {
+                LOG.warn("flush of file handle {} at close failed: {}", fh, e.getMessage());
+            }
+        }
+        dirs.clear();
+        ioExecutor.shutdown();
+        try {
+            ioExecutor.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,604 @@
+package dev.granary.client.vfs;
+
+import dev.granary.mds.FsException;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.Layout;
+import dev.granary.mds.proto.Status;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.locks.ReentrantLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One open regular file (a FUSE file handle): its inode, layout, open flags, the extent map seen
+ * at open, and its write buffers.
+ *
+ * <p><b>Reads.</b> {@code [off, off+len)} is clamped at the file size and split by stripe
+ * (stripe k = bytes {@code [k*S, (k+1)*S)} on OST {@code osts[k % stripe_count]}); all stripes
+ * are fetched in parallel through {@link dev.granary.oss.BlockIo}; a missing extent, or bytes past
+ * an extent's length, read as zeros (sparse files). The handle's own unflushed writes are visible
+ * (read your writes). A sequential reader (a read starting where the previous one ended) fetches
+ * whole stripes and keeps up to {@link ClientConfig#readaheadStripes()} next stripes in flight;
+ * random access fetches only the bytes asked for and starts no readahead.
+ *
+ * <p><b>Writes.</b> Each written stripe gets a buffer of up to S bytes (reserved from the
+ * client-wide {@link DirtyBudget}); a completely written stripe is uploaded as a new immutable
+ * block right away while the writer continues; partially written stripes are uploaded at
+ * flush/fsync/release (or earlier when memory is short), after a read-modify-write when the
+ * stripe had data outside the written range. When all uploads are done, one
+ * {@code MdsClient.commitExtents} publishes the new extents with the new size and mtime.
+ *
+ * <p><b>Consistency.</b> Close-to-open: the extent map is loaded at open (so a fresh open sees
+ * what another client closed) and updated after this handle's own commits.
+ *
+ * <p>Thread-safe: state is guarded by one lock, which is not held while waiting for reads.
+ * Errors: {@link FsException} with EIO for block I/O failures (a failed upload makes the handle
+ * fail every later write/flush with EIO: the data could not be saved), EBADF for writes on a
+ * read-only handle.
+ */
+public final class OpenFile {
+    private static final Logger LOG = LoggerFactory.getLogger(OpenFile.class);
+
+    private final GranaryVfs vfs;
+    private final long fh;
+    private final long ino;
+    private final int flags;
+    private final Caller opener;
+    private final Layout layout;
+    private final long stripeSize;
+    private final ReentrantLock lock = new ReentrantLock();
+
+    // All fields below are guarded by lock.
+    private final Map<Long, Extent> committed = new HashMap<>();
+    private final Map<Long, Extent> uploaded = new HashMap<>();
+    private final Map<Long, Upload> uploading = new HashMap<>();
+    private final Map<Long, StripeBuffer> dirty = new HashMap<>();
+    private final Map<Long, Prefetch> window = new HashMap<>();
+    private long size;
+    private long writeSeq;
+    private long committedSeq;
+    private long lastWriteNs;
+    private FsException uploadError;
+    private long nextSequentialOffset = -1;
+    private boolean closed;
+
+    /** A dirty stripe: bytes [lo, hi) written; when baseLoaded, the rest holds the old content up to baseLen. */
+    private static final class StripeBuffer {
+        final byte[] data;
+        final int reserved;
+        int lo = Integer.MAX_VALUE;
+        int hi = 0;
+        boolean baseLoaded;
+        int baseLen;
+
+        StripeBuffer(byte[] data, int reserved) {
+            this.data = data;
+            this.reserved = reserved;
+        }
+    }
+
+    private record Upload(long stripe, CompletableFuture<Extent> future) {}
+
+    private record Prefetch(String blockKey, CompletableFuture<byte[]> data) {}
+
+    OpenFile(GranaryVfs vfs, long fh, Attr attr, int flags, Caller opener, List<Extent> extents) {
+        this.vfs = vfs;
+        this.fh = fh;
+        this.ino = attr.getIno();
+        this.flags = flags;
+        this.opener = opener;
+        this.layout = attr.getLayout();
+        if (layout.getStripeSize() <= 0 || layout.getStripeCount() <= 0 || layout.getOstsCount() < layout.getStripeCount()) {
+            throw new FsException(Status.EIO, "inode " + ino + " has an invalid layout: " + layout.toString().replace('\n', ' '));
+        }
+        if (layout.getStripeSize() > Integer.MAX_VALUE - 64) {
+            throw new FsException(Status.EFBIG, "stripe size " + layout.getStripeSize() + " bytes is above the client's 2 GiB limit");
+        }
+        this.stripeSize = layout.getStripeSize();
+        this.size = attr.getSize();
+        for (Extent e : extents) {
+            committed.put(e.getStripeIndex(), e);
+        }
+    }
+
+    /** The FUSE file handle number. */
+    public long fh() {
+        return fh;
+    }
+
+    /** The inode number. */
+    public long ino() {
+        return ino;
+    }
+
+    /** The open(2) flags. */
+    public int flags() {
+        return flags;
+    }
+
+    /** The file's layout. */
+    public Layout layout() {
+        return layout;
+    }
+
+    /** The size in bytes as this handle sees it (including its own unflushed writes). */
+    public long size() {
+        lock.lock();
+        try {
+            return size;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** True when this handle holds writes not yet committed to the MDS. */
+    public boolean hasUncommittedWrites() {
+        lock.lock();
+        try {
+            return writeSeq != committedSeq;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private int ostOf(long stripe) {
+        return layout.getOsts((int) (stripe % layout.getStripeCount()));
+    }
+
+    // ------------------------------------------------------------------ reads
+
+    /**
+     * Reads up to {@code length} bytes at {@code offset}; returns fewer at end of file, none past it.
+     *
+     * @throws FsException EINVAL for a negative offset/length, EIO when a block read fails
+     */
+    public byte[] read(long offset, int length) {
+        if (offset < 0 || length < 0) {
+            throw new FsException(Status.EINVAL, "negative offset or length");
+        }
+        List<Piece> pieces = new ArrayList<>();
+        byte[] out;
+        for (;;) {
+            List<CompletableFuture<Extent>> wait = new ArrayList<>();
+            lock.lock();
+            try {
+                checkOpen();
+                reapUploads();
+                if (uploadError != null) {
+                    throw uploadError;
+                }
+                if (offset >= size || length == 0) {
+                    return new byte[0];
+                }
+                long first = offset / stripeSize;
+                long last = (offset + Math.min(length, size - offset) - 1) / stripeSize;
+                for (Upload u : uploading.values()) {
+                    if (u.stripe >= first && u.stripe <= last) {
+                        wait.add(u.future);
+                    }
+                }
+                if (wait.isEmpty()) {
+                    out = plan(offset, length, pieces);
+                    break;
+                }
+            } finally {
+                lock.unlock();
+            }
+            try { // stripes being uploaded: wait, then read them from their new blocks
+                CompletableFuture.allOf(wait.toArray(new CompletableFuture[0])).join();
+            } catch (CompletionException e) {
+                // recorded as uploadError by reapUploads on the next round
+            }
+        }
+        for (Piece p : pieces) {
+            byte[] data = join(p.data, "read of inode " + ino);
+            int avail = Math.max(0, Math.min(p.len, data.length - p.srcPos));
+            System.arraycopy(data, p.srcPos, out, p.dstPos, avail); // a short block reads as zeros
+            if (p.overlay != null) {
+                System.arraycopy(p.overlay, 0, out, p.overlayDst, p.overlay.length);
+            }
+        }
+        return out;
+    }
+
+    /** One part of a read: bytes of a (future) block copied to the output, then own dirty bytes over them. */
+    private record Piece(int dstPos, int len, CompletableFuture<byte[]> data, int srcPos, byte[] overlay, int overlayDst) {}
+
+    /** Plans a read (lock held, no stripe of the range uploading): copies buffered bytes, starts block reads. */
+    private byte[] plan(long offset, int length, List<Piece> pieces) {
+            int n = (int) Math.min(length, size - offset);
+            byte[] out = new byte[n];
+            boolean sequential = offset == nextSequentialOffset;
+            nextSequentialOffset = offset + n;
+            long first = offset / stripeSize;
+            long last = (offset + n - 1) / stripeSize;
+            window.keySet().removeIf(k -> k < first || k > last + vfs.config().readaheadStripes());
+            for (long k = first; k <= last; k++) {
+                long sStart = k * stripeSize;
+                int a = (int) (Math.max(offset, sStart) - sStart);
+                int b = (int) (Math.min(offset + n, sStart + stripeSize) - sStart);
+                int dst = (int) (sStart + a - offset);
+                StripeBuffer buf = dirty.get(k);
+                if (buf != null && buf.baseLoaded) {
+                    System.arraycopy(buf.data, a, out, dst, b - a);
+                    continue;
+                }
+                byte[] overlay = null;
+                int ovDst = 0;
+                if (buf != null) {
+                    int lo = Math.max(a, buf.lo);
+                    int hi = Math.min(b, buf.hi);
+                    if (lo < hi) {
+                        overlay = Arrays.copyOfRange(buf.data, lo, hi);
+                        ovDst = (int) (sStart + lo - offset);
+                    }
+                }
+                Extent e = baseExtent(k);
+                if (e == null || e.getLength() <= a) {
+                    if (overlay != null) {
+                        System.arraycopy(overlay, 0, out, ovDst, overlay.length);
+                    }
+                    continue; // a hole: zeros
+                }
+                int end = (int) Math.min(b, e.getLength());
+                Prefetch p = window.get(k);
+                if (p != null && (!p.blockKey.equals(e.getBlockKey()) || p.data.isCompletedExceptionally())) {
+                    window.remove(k);
+                    p = null;
+                }
+                if (p == null && sequential && buf == null) {
+                    p = new Prefetch(e.getBlockKey(), readBlock(e, 0, (int) Math.min(e.getLength(), stripeSize)));
+                    window.put(k, p);
+                }
+                if (p != null) {
+                    pieces.add(new Piece(dst, end - a, p.data, a, overlay, ovDst));
+                } else {
+                    pieces.add(new Piece(dst, end - a, readBlock(e, a, end - a), 0, overlay, ovDst));
+                }
+            }
+            if (sequential) {
+                startReadahead(last);
+            }
+            return out;
+    }
+
+    /** Keeps the next readahead stripes after {@code last} in flight (lock held). */
+    private void startReadahead(long last) {
+        int n = vfs.config().readaheadStripes();
+        for (long k = last + 1; k <= last + n; k++) {
+            if (k * stripeSize >= size) {
+                break;
+            }
+            if (window.containsKey(k) || dirty.containsKey(k) || uploading.containsKey(k)) {
+                continue;
+            }
+            Extent e = baseExtent(k);
+            if (e == null || e.getLength() == 0) {
+                continue;
+            }
+            CompletableFuture<byte[]> f = readBlock(e, 0, (int) Math.min(e.getLength(), stripeSize));
+            f.exceptionally(t -> null); // a failed readahead is reported only if the stripe is read
+            window.put(k, new Prefetch(e.getBlockKey(), f));
+        }
+    }
+
+    /** The newest extent of stripe k known to this handle: uploaded-not-committed, else committed. */
+    private Extent baseExtent(long k) {
+        Extent e = uploaded.get(k);
+        return e != null ? e : committed.get(k);
+    }
+
+    private CompletableFuture<byte[]> readBlock(Extent e, int from, int len) {
+        if (len <= 0) {
+            return CompletableFuture.completedFuture(new byte[0]);
+        }
+        try {
+            return vfs.blockIo().read(e.getOst(), e.getBlockKey(), e.getBlockOffset() + from, len);
+        } catch (RuntimeException ex) {
+            return CompletableFuture.failedFuture(ex);
+        }
+    }
+
+    // ------------------------------------------------------------------ writes
+
+    /**
+     * Writes {@code len} bytes of {@code data} at {@code offset} (at the end of the file when opened
+     * with O_APPEND); returns the number of bytes written (always {@code len}).
+     *
+     * @throws FsException EBADF (read-only handle), EINVAL, EFBIG, EIO (an earlier upload failed),
+     *                     EINTR (interrupted while waiting for dirty memory)
+     */
+    public int write(long offset, byte[] data, int len) {
+        if ((flags & GranaryVfs.O_ACCMODE) == GranaryVfs.O_RDONLY) {
+            throw new FsException(Status.EBADF, "file handle " + fh + " is open read-only");
+        }
+        if (offset < 0 || len < 0 || len > data.length) {
+            throw new FsException(Status.EINVAL, "bad write offset/length");
+        }
+        lock.lock();
+        try {
+            checkOpen();
+            reapUploads();
+            if (uploadError != null) {
+                throw uploadError;
+            }
+            if ((flags & GranaryVfs.O_APPEND) != 0) {
+                offset = size;
+            }
+            if (offset + len < 0) {
+                throw new FsException(Status.EFBIG, "write past the largest file offset");
+            }
+            int pos = 0;
+            while (pos < len) {
+                long fileOff = offset + pos;
+                long k = fileOff / stripeSize;
+                int in = (int) (fileOff % stripeSize);
+                int n = (int) Math.min(len - pos, stripeSize - in);
+                StripeBuffer buf = dirty.get(k);
+                if (buf == null) {
+                    awaitUpload(k);
+                    int reserve = vfs.dirtyBudget().clamp(stripeSize);
+                    try {
+                        vfs.dirtyBudget().acquire(reserve, vfs::spillAll);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new FsException(Status.EAGAIN, "interrupted while waiting for dirty memory");
+                    }
+                    buf = new StripeBuffer(new byte[(int) stripeSize], reserve);
+                    dirty.put(k, buf);
+                } else if (!buf.baseLoaded && (in > buf.hi || in + n < buf.lo)) {
+                    loadBase(k, buf); // disjoint write: bring the old bytes in between
+                }
+                System.arraycopy(data, pos, buf.data, in, n);
+                buf.lo = Math.min(buf.lo, in);
+                buf.hi = Math.max(buf.hi, in + n);
+                window.remove(k);
+                size = Math.max(size, fileOff + n);
+                if (buf.lo == 0 && buf.hi == stripeSize) {
+                    dirty.remove(k);
+                    startUpload(k, buf);
+                }
+                pos += n;
+            }
+            writeSeq++;
+            lastWriteNs = GranaryVfs.nowNs();
+            return len;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Waits (lock held) for an in-flight upload of stripe k, so a new buffer's base is its block. */
+    private void awaitUpload(long k) {
+        Upload u = uploading.get(k);
+        if (u != null) {
+            try {
+                u.future.join();
+            } catch (CompletionException e) {
+                // recorded below
+            }
+            reapUploads();
+            if (uploadError != null) {
+                throw uploadError;
+            }
+        }
+    }
+
+    /** Reads the old content of stripe k into the buffer outside its written range (lock held). */
+    private void loadBase(long k, StripeBuffer buf) {
+        Extent e = baseExtent(k);
+        int baseLen = 0;
+        if (e != null && e.getLength() > 0) {
+            long limit = Math.max(0, Math.min(size - k * stripeSize, stripeSize));
+            int len = (int) Math.min(e.getLength(), limit);
+            byte[] old = join(readBlock(e, 0, len), "read-modify-write of inode " + ino);
+            baseLen = Math.min(len, old.length);
+            // keep written bytes: copy the old ones only outside [lo, hi)
+            System.arraycopy(old, 0, buf.data, 0, Math.min(buf.lo, baseLen));
+            if (buf.hi < baseLen) {
+                System.arraycopy(old, buf.hi, buf.data, buf.hi, baseLen - buf.hi);
+            }
+        }
+        buf.baseLen = baseLen;
+        buf.baseLoaded = true;
+    }
+
+    /**
+     * Starts uploading stripe k from {@code buf} as a new block (lock held; buf already removed
+     * from the dirty map). A partial stripe with old data outside its written range is merged
+     * with the old block first (read-modify-write). The budget is released when the upload ends.
+     */
+    private void startUpload(long k, StripeBuffer buf) {
+        Extent base = baseExtent(k);
+        long stripeStart = k * stripeSize;
+        long maxLen = Math.max(0, Math.min(size - stripeStart, stripeSize));
+        boolean needOld = !buf.baseLoaded && base != null && base.getLength() > 0
+                && (buf.lo > 0 || buf.hi < Math.min(base.getLength(), maxLen));
+        int ost = ostOf(k);
+        CompletableFuture<byte[]> old = needOld
+                ? readBlock(base, 0, (int) Math.min(base.getLength(), maxLen))
+                : CompletableFuture.completedFuture(null);
+        int fixedLen = buf.baseLoaded ? Math.max(buf.hi, buf.baseLen) : buf.hi;
+        CompletableFuture<Extent> f = old.thenComposeAsync(oldData -> {
+            int len = fixedLen;
+            if (oldData != null) {
+                int oldLen = oldData.length;
+                System.arraycopy(oldData, 0, buf.data, 0, Math.min(buf.lo, oldLen));
+                if (buf.hi < oldLen) {
+                    System.arraycopy(oldData, buf.hi, buf.data, buf.hi, oldLen - buf.hi);
+                }
+                len = Math.max(buf.hi, oldLen);
+            }
+            len = (int) Math.min(len, Math.max(maxLen, buf.hi));
+            byte[] block = len == buf.data.length ? buf.data : Arrays.copyOf(buf.data, len);
+            String key = BlockKeys.newKey(ino, k);
+            long extentLen = len;
+            return vfs.blockIo().write(ost, key, block).thenApply(v -> Extent.newBuilder()
+                    .setStripeIndex(k).setOst(ost).setBlockKey(key).setBlockOffset(0).setLength(extentLen).build());
+        }, vfs.ioExecutor());
+        f.whenComplete((e, t) -> vfs.dirtyBudget().release(buf.reserved));
+        uploading.put(k, new Upload(k, f));
+    }
+
+    /** Moves finished uploads into the uploaded map; records the first failure (lock held). */
+    private void reapUploads() {
+        Iterator<Upload> it = uploading.values().iterator();
+        while (it.hasNext()) {
+            Upload u = it.next();
+            if (!u.future.isDone()) {
+                continue;
+            }
+            it.remove();
+            try {
+                uploaded.put(u.stripe, u.future.get());
+            } catch (ExecutionException | InterruptedException | CompletionException e) {
+                Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+                if (uploadError == null) {
+                    uploadError = new FsException(Status.EIO, "upload of stripe " + u.stripe + " of inode " + ino
+                            + " failed: " + GranaryVfs.rootMessage(cause), cause);
+                    LOG.warn("{}", uploadError.getMessage());
+                }
+            }
+        }
+    }
+
+    /** Starts uploads of all partial stripes without waiting; used when dirty memory runs short. */
+    void spill() {
+        if (!lock.tryLock()) {
+            return;
+        }
+        try {
+            for (Map.Entry<Long, StripeBuffer> en : dirty.entrySet()) {
+                startUpload(en.getKey(), en.getValue());
+            }
+            dirty.clear();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    // ------------------------------------------------------------------ flush / truncate / release
+
+    /**
+     * Uploads every buffered stripe, waits until all blocks are in S3, then commits the new
+     * extents, size and mtime to the MDS in one operation. Returns only once committed.
+     *
+     * @throws FsException EIO when an upload failed (the handle stays failed), or the MDS's errno
+     */
+    public void flush() {
+        List<CompletableFuture<Extent>> wait = new ArrayList<>();
+        long seq;
+        long commitSize;
+        lock.lock();
+        try {
+            if (closed) {
+                return;
+            }
+            for (Map.Entry<Long, StripeBuffer> en : dirty.entrySet()) {
+                startUpload(en.getKey(), en.getValue());
+            }
+            dirty.clear();
+            for (Upload u : uploading.values()) {
+                wait.add(u.future);
+            }
+            seq = writeSeq;
+            commitSize = size;
+        } finally {
+            lock.unlock();
+        }
+        try {
+            CompletableFuture.allOf(wait.toArray(new CompletableFuture[0])).join();
+        } catch (CompletionException e) {
+            // reported through uploadError below
+        }
+        lock.lock();
+        try {
+            reapUploads();
+            if (uploadError != null) {
+                throw uploadError;
+            }
+            if (seq == committedSeq && uploaded.isEmpty()) {
+                return;
+            }
+            List<Extent> extents = new ArrayList<>(uploaded.values());
+            extents.sort((x, y) -> Long.compare(x.getStripeIndex(), y.getStripeIndex()));
+            Attr attr = vfs.mds().commitExtents(opener, ino, extents, commitSize, lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs);
+            committed.putAll(uploaded);
+            uploaded.clear();
+            committedSeq = seq;
+            size = Math.max(size, attr.getSize());
+            vfs.attrCommitted(attr);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Reloads size and extents from the MDS after the file changed under this handle (truncate). */
+    void reload(Attr attr) {
+        lock.lock();
+        try {
+            long stripes = (attr.getSize() + stripeSize - 1) / stripeSize;
+            List<Extent> extents = stripes == 0 ? List.of() : vfs.mds().getExtents(opener, ino, 0, stripes);
+            committed.clear();
+            for (Extent e : extents) {
+                committed.put(e.getStripeIndex(), e);
+            }
+            uploaded.clear();
+            window.clear();
+            size = attr.getSize();
+            nextSequentialOffset = -1;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Flushes and closes the handle. Buffers are dropped even when the flush fails (the error is
+     * then thrown: EIO).
+     */
+    void close() {
+        try {
+            flush();
+        } finally {
+            lock.lock();
+            try {
+                closed = true;
+                for (StripeBuffer b : dirty.values()) {
+                    vfs.dirtyBudget().release(b.reserved);
+                }
+                dirty.clear();
+                window.clear();
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new FsException(Status.EBADF, "file handle " + fh + " is closed");
+        }
+    }
+
+    private static <T> T join(CompletableFuture<T> f, String what) {
+        try {
+            return f.join();
+        } catch (CompletionException | java.util.concurrent.CancellationException e) {
+            Throwable cause = e.getCause() != null ? e.getCause() : e;
+            if (cause instanceof FsException fe) {
+                throw fe;
+            }
+            throw new FsException(Status.EIO, what + " failed: " + GranaryVfs.rootMessage(cause), cause);
+        }
+    }
+}

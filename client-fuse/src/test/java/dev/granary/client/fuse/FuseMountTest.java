@@ -1,0 +1,160 @@
+package dev.granary.client.fuse;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.client.vfs.ClientConfig;
+import dev.granary.client.vfs.GranaryVfs;
+import dev.granary.client.vfs.LocalCluster;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** A real FUSE mount of GranaryVfs (real MDS namespace, real embedded S3) driven by java.nio and coreutils. */
+class FuseMountTest {
+    @TempDir
+    Path tmp;
+
+    /** Runs a command; returns stdout; fails the test on a non-zero exit. */
+    static String sh(String... cmd) throws IOException, InterruptedException {
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "timeout: " + String.join(" ", cmd));
+        assertEquals(0, p.exitValue(), String.join(" ", cmd) + " failed: " + out);
+        return out;
+    }
+
+    @Test
+    void mountPointChecksGiveClearMessages() throws IOException {
+        Path missing = tmp.resolve("missing");
+        assertTrue(assertThrows(FuseMount.MountException.class, () -> FuseMount.checkMountPoint(missing))
+                .getMessage().contains("does not exist"));
+        Path file = Files.writeString(tmp.resolve("file"), "x");
+        assertTrue(assertThrows(FuseMount.MountException.class, () -> FuseMount.checkMountPoint(file))
+                .getMessage().contains("not a directory"));
+        Path full = Files.createDirectories(tmp.resolve("full"));
+        Files.writeString(full.resolve("f"), "x");
+        assertTrue(assertThrows(FuseMount.MountException.class, () -> FuseMount.checkMountPoint(full))
+                .getMessage().contains("not empty"));
+        List<String> opts = FuseMount.options(ClientConfig.defaults().withAllowOther(true), true, false);
+        assertTrue(opts.containsAll(List.of("fsname=granary", "big_writes", "max_read=1048576", "max_write=1048576",
+                "attr_timeout=1.000", "entry_timeout=1.000", "allow_other")), opts.toString());
+        assertFalse(FuseMount.options(ClientConfig.defaults().withAllowOther(true), false, false).contains("allow_other"));
+    }
+
+    @Test
+    void mountedFilesystemServesCoreutils() throws Exception {
+        if (!Files.exists(Path.of("/dev/fuse"))) {
+            Assumptions.abort("skipped: /dev/fuse is missing on this machine");
+        }
+        try {
+            FuseMount.checkFuseAvailable();
+        } catch (FuseMount.MountException e) {
+            Assumptions.abort("skipped: " + e.getMessage());
+        }
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
+            GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withAllowOther(true));
+            try {
+                cluster.stripedDir(vfs, "/data", 64 * 1024);
+                FuseMount m = FuseMount.mount(vfs, mnt, vfs.config());
+                try {
+                    assertTrue(FuseMount.isMounted(mnt));
+                    // write and read back through the kernel
+                    Path hello = mnt.resolve("data/hello.txt");
+                    Files.writeString(hello, "hello through fuse\n");
+                    assertEquals("hello through fuse\n", Files.readString(hello));
+                    assertEquals("hello through fuse\n", sh("cat", hello.toString()));
+                    // a multi-stripe file with cp, compared with cmp
+                    byte[] big = new byte[5 * 64 * 1024 + 777];
+                    new Random(1).nextBytes(big);
+                    Path src = Files.write(tmp.resolve("big.bin"), big);
+                    sh("cp", src.toString(), mnt.resolve("data/big.bin").toString());
+                    sh("cmp", src.toString(), mnt.resolve("data/big.bin").toString());
+                    assertEquals(big.length, Files.size(mnt.resolve("data/big.bin")));
+                    assertArrayEquals(big, Files.readAllBytes(mnt.resolve("data/big.bin")));
+                    // append with the shell
+                    sh("sh", "-c", "echo more >> " + hello);
+                    assertEquals("hello through fuse\nmore\n", Files.readString(hello));
+                    // mkdir / readdir
+                    Files.createDirectory(mnt.resolve("data/sub"));
+                    try (Stream<Path> s = Files.list(mnt.resolve("data"))) {
+                        assertEquals(List.of("big.bin", "hello.txt", "sub"),
+                                s.map(p -> p.getFileName().toString()).sorted().toList());
+                    }
+                    String ls = sh("ls", "-la", mnt.resolve("data").toString());
+                    assertTrue(ls.contains("big.bin") && ls.contains("hello.txt"), ls);
+                    // rename
+                    Files.move(hello, mnt.resolve("data/sub/renamed.txt"), StandardCopyOption.ATOMIC_MOVE);
+                    assertFalse(Files.exists(hello));
+                    assertEquals("hello through fuse\nmore\n", Files.readString(mnt.resolve("data/sub/renamed.txt")));
+                    // symlink
+                    Path link = mnt.resolve("data/link");
+                    Files.createSymbolicLink(link, Path.of("sub/renamed.txt"));
+                    assertEquals(Path.of("sub/renamed.txt"), Files.readSymbolicLink(link));
+                    assertEquals("hello through fuse\nmore\n", Files.readString(link));
+                    // chmod
+                    Files.setPosixFilePermissions(mnt.resolve("data/big.bin"), PosixFilePermissions.fromString("rw-r-----"));
+                    assertEquals("rw-r-----", PosixFilePermissions.toString(Files.getPosixFilePermissions(mnt.resolve("data/big.bin"))));
+                    assertEquals("640", sh("stat", "-c", "%a", mnt.resolve("data/big.bin").toString()).trim());
+                    // another uid (allow_other): Granary checks permissions with the caller from the FUSE context
+                    if (Files.isExecutable(Path.of("/usr/bin/setpriv")) && "root".equals(System.getProperty("user.name"))) {
+                        Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwxr-xr-x"));
+                        Path pub = Files.writeString(mnt.resolve("data/public.txt"), "pub");
+                        Path priv = Files.writeString(mnt.resolve("data/private.txt"), "priv");
+                        Files.setPosixFilePermissions(priv, PosixFilePermissions.fromString("rw-------"));
+                        assertEquals("pub", sh("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "cat", pub.toString()));
+                        Process denied = new ProcessBuilder("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
+                                "cat", priv.toString()).redirectErrorStream(true).start();
+                        String err = new String(denied.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                        assertTrue(denied.waitFor(30, TimeUnit.SECONDS));
+                        assertTrue(denied.exitValue() != 0 && err.contains("Permission denied"), err);
+                        Files.delete(pub);
+                        Files.delete(priv);
+                    }
+                    // truncate
+                    sh("truncate", "-s", "1000", mnt.resolve("data/big.bin").toString());
+                    assertEquals(1000, Files.size(mnt.resolve("data/big.bin")));
+                    // unlink / rmdir
+                    Files.delete(link);
+                    Files.delete(mnt.resolve("data/sub/renamed.txt"));
+                    Files.delete(mnt.resolve("data/sub"));
+                    assertThrows(NoSuchFileException.class, () -> Files.readString(mnt.resolve("data/sub/renamed.txt")));
+                    // unsupported operations fail loudly instead of faking success
+                    Process fifo = new ProcessBuilder("mkfifo", mnt.resolve("data/fifo").toString()).redirectErrorStream(true).start();
+                    assertTrue(fifo.waitFor(30, TimeUnit.SECONDS));
+                    assertTrue(fifo.exitValue() != 0, "mkfifo must fail");
+                } finally {
+                    m.umount();
+                }
+                assertFalse(FuseMount.isMounted(mnt));
+                try (Stream<Path> s = Files.list(mnt)) {
+                    assertEquals(0, s.count(), "the mount point is empty after unmount");
+                }
+            } finally {
+                vfs.close();
+            }
+            // the data is still in Granary after unmount
+            GranaryVfs again = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+            try {
+                assertEquals(1000, again.getattr(LocalCluster.ROOT, "/data/big.bin").getSize());
+            } finally {
+                again.close();
+            }
+        }
+    }
+}

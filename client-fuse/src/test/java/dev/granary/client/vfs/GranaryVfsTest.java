@@ -1,0 +1,545 @@
+package dev.granary.client.vfs;
+
+import static dev.granary.client.vfs.GranaryVfs.O_APPEND;
+import static dev.granary.client.vfs.GranaryVfs.O_CREAT;
+import static dev.granary.client.vfs.GranaryVfs.O_EXCL;
+import static dev.granary.client.vfs.GranaryVfs.O_RDONLY;
+import static dev.granary.client.vfs.GranaryVfs.O_RDWR;
+import static dev.granary.client.vfs.GranaryVfs.O_TRUNC;
+import static dev.granary.client.vfs.GranaryVfs.O_WRONLY;
+import static dev.granary.client.vfs.LocalCluster.ROOT;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.mds.FsException;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.Status;
+import dev.granary.oss.BlockIo;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInfo;
+import org.junit.jupiter.api.io.TempDir;
+
+/** GranaryVfs over the real MDS namespace (local RocksDB) and real S3 (embedded S3Proxy, two OSTs). */
+class GranaryVfsTest {
+    static final int S = 64 * 1024; // stripe size of the test directories
+    @TempDir
+    static Path tmp;
+    static LocalCluster cluster;
+    GranaryVfs vfs;
+    String dir; // a fresh striped directory per test
+
+    @BeforeAll
+    static void start() {
+        cluster = new LocalCluster(tmp);
+    }
+
+    @AfterAll
+    static void stop() {
+        cluster.close();
+    }
+
+    @BeforeEach
+    void setUp(TestInfo info) {
+        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+        dir = "/" + info.getTestMethod().orElseThrow().getName();
+        cluster.stripedDir(vfs, dir, S);
+    }
+
+    @AfterEach
+    void tearDown() {
+        vfs.close();
+    }
+
+    static byte[] random(int n, long seed) {
+        byte[] b = new byte[n];
+        new Random(seed).nextBytes(b);
+        return b;
+    }
+
+    /** Writes {@code data} to a new file in chunks of {@code chunk} bytes and closes it. */
+    void writeFile(GranaryVfs v, String path, byte[] data, int chunk) {
+        long fh = v.create(ROOT, path, 0644, O_CREAT | O_WRONLY | O_TRUNC);
+        for (int off = 0; off < data.length; off += chunk) {
+            int n = Math.min(chunk, data.length - off);
+            assertEquals(n, v.write(ROOT, fh, off, Arrays.copyOfRange(data, off, off + n), n));
+        }
+        v.release(ROOT, fh);
+    }
+
+    byte[] readAll(GranaryVfs v, String path, int chunk) {
+        long fh = v.open(ROOT, path, O_RDONLY);
+        try {
+            var out = new java.io.ByteArrayOutputStream();
+            long off = 0;
+            while (true) {
+                byte[] b = v.read(ROOT, fh, off, chunk);
+                if (b.length == 0) {
+                    return out.toByteArray();
+                }
+                out.write(b, 0, b.length);
+                off += b.length;
+            }
+        } finally {
+            v.release(ROOT, fh);
+        }
+    }
+
+    static int errno(Runnable r) {
+        FsException e = assertThrows(FsException.class, r::run);
+        return e.errno();
+    }
+
+    @Test
+    void smallFileRoundTrip() {
+        byte[] data = "hello, granary\n".getBytes(StandardCharsets.UTF_8);
+        writeFile(vfs, dir + "/hello.txt", data, 1024);
+        Attr a = vfs.getattr(ROOT, dir + "/hello.txt");
+        assertEquals(data.length, a.getSize());
+        assertEquals(GranaryVfs.S_IFREG | 0644, a.getMode());
+        assertArrayEquals(data, readAll(vfs, dir + "/hello.txt", 4096));
+    }
+
+    @Test
+    void fileOverThreeStripesOnTwoOstsReadsBackAcrossBoundaries() {
+        byte[] data = random(3 * S + S / 2 + 17, 1);
+        writeFile(vfs, dir + "/big", data, 10_000); // unaligned chunks
+        Attr a = vfs.getattr(ROOT, dir + "/big");
+        assertEquals(data.length, a.getSize());
+        List<Extent> extents = cluster.mds.getExtents(ROOT, a.getIno(), 0, 0);
+        assertEquals(4, extents.size());
+        Set<Integer> osts = new HashSet<>();
+        for (Extent e : extents) {
+            osts.add(e.getOst());
+            assertTrue(e.getBlockKey().startsWith(String.format("%016x/%d-", a.getIno(), e.getStripeIndex())), e.getBlockKey());
+        }
+        assertEquals(Set.of(0, 1), osts, "stripes alternate over both OSTs");
+        assertNotEquals(extents.get(0).getOst(), extents.get(1).getOst());
+
+        long fh = vfs.open(ROOT, dir + "/big", O_RDONLY);
+        long[][] ranges = {{S - 6, 20}, {S - 1, 2 * S + 2}, {0, data.length}, {2 * S + 100, 200_000}, {3 * S, S / 2 + 17},
+                {data.length - 1, 10}, {data.length, 10}, {12345, 1}};
+        for (long[] r : ranges) {
+            byte[] got = vfs.read(ROOT, fh, r[0], (int) r[1]);
+            int from = (int) Math.min(r[0], data.length);
+            int to = (int) Math.min(r[0] + r[1], data.length);
+            assertArrayEquals(Arrays.copyOfRange(data, from, to), got, "range " + r[0] + "+" + r[1]);
+        }
+        Random rnd = new Random(7);
+        for (int i = 0; i < 40; i++) {
+            int off = rnd.nextInt(data.length);
+            int len = rnd.nextInt(3 * S);
+            byte[] got = vfs.read(ROOT, fh, off, len);
+            assertArrayEquals(Arrays.copyOfRange(data, off, Math.min(off + len, data.length)), got);
+        }
+        vfs.release(ROOT, fh);
+        assertArrayEquals(data, readAll(vfs, dir + "/big", 4096), "sequential 4 KiB reads (readahead)");
+        assertArrayEquals(data, readAll(vfs, dir + "/big", 128 * 1024));
+    }
+
+    long gets() {
+        return cluster.ost0.counters().gets.get() + cluster.ost1.counters().gets.get();
+    }
+
+    @Test
+    void sequentialReadsFetchWholeStripesAheadRandomReadsDoNot() {
+        int stripes = 8;
+        byte[] data = random(stripes * S, 14);
+        writeFile(vfs, dir + "/seq", data, S);
+        long before = gets();
+        assertArrayEquals(data, readAll(vfs, dir + "/seq", 4096)); // 128 reads of 4 KiB
+        long sequentialGets = gets() - before;
+        assertTrue(sequentialGets <= stripes + 2, "sequential 4 KiB reads: one GET per stripe, got " + sequentialGets);
+
+        long fh = vfs.open(ROOT, dir + "/seq", O_RDONLY);
+        before = gets();
+        Random rnd = new Random(3);
+        for (int i = 0; i < 20; i++) {
+            int off = rnd.nextInt(stripes) * S + 10_000 + rnd.nextInt(1000); // never where the last read ended
+            assertArrayEquals(Arrays.copyOfRange(data, off, off + 100), vfs.read(ROOT, fh, off, 100));
+        }
+        assertEquals(20, gets() - before, "random reads: one ranged GET each, no readahead");
+        vfs.release(ROOT, fh);
+    }
+
+    @Test
+    void sparseFileHolesReadAsZeros() {
+        long fh = vfs.create(ROOT, dir + "/sparse", 0644, O_CREAT | O_RDWR);
+        vfs.write(ROOT, fh, 0, new byte[] {'a'}, 1);
+        long far = 4L * S + 1000;
+        vfs.write(ROOT, fh, far, new byte[] {'b'}, 1);
+        vfs.release(ROOT, fh);
+        Attr a = vfs.getattr(ROOT, dir + "/sparse");
+        assertEquals(far + 1, a.getSize());
+        assertEquals(2, cluster.mds.getExtents(ROOT, a.getIno(), 0, 0).size(), "only written stripes have blocks");
+        byte[] all = readAll(vfs, dir + "/sparse", 50_000);
+        assertEquals(far + 1, all.length);
+        byte[] expect = new byte[(int) far + 1];
+        expect[0] = 'a';
+        expect[(int) far] = 'b';
+        assertArrayEquals(expect, all);
+    }
+
+    @Test
+    void truncateDownThenUpReadsZerosInTheGap() {
+        byte[] data = random(3 * S + 5, 2);
+        writeFile(vfs, dir + "/t", data, 65_536);
+        int down = S + 1234;
+        assertEquals(down, vfs.truncate(ROOT, dir + "/t", down).getSize());
+        assertArrayEquals(Arrays.copyOf(data, down), readAll(vfs, dir + "/t", 8192));
+        int up = 2 * S + 999;
+        vfs.truncate(ROOT, dir + "/t", up);
+        byte[] expect = new byte[up];
+        System.arraycopy(data, 0, expect, 0, down);
+        assertArrayEquals(expect, readAll(vfs, dir + "/t", 8192));
+        vfs.truncate(ROOT, dir + "/t", 0);
+        assertEquals(0, readAll(vfs, dir + "/t", 8192).length);
+    }
+
+    @Test
+    void ftruncateWithDirtyDataFlushesFirst() {
+        long fh = vfs.create(ROOT, dir + "/ft", 0644, O_CREAT | O_RDWR);
+        byte[] data = random(S + 100, 3);
+        vfs.write(ROOT, fh, 0, data, data.length);
+        vfs.ftruncate(ROOT, fh, 50);
+        assertEquals(50, vfs.fgetattr(ROOT, fh).getSize());
+        assertArrayEquals(Arrays.copyOf(data, 50), vfs.read(ROOT, fh, 0, 1000));
+        vfs.write(ROOT, fh, 60, new byte[] {9}, 1); // extends with a hole [50, 60)
+        byte[] got = vfs.read(ROOT, fh, 0, 1000);
+        assertEquals(61, got.length);
+        assertEquals(0, got[55]);
+        assertEquals(9, got[60]);
+        vfs.release(ROOT, fh);
+        assertArrayEquals(got, readAll(vfs, dir + "/ft", 4096));
+    }
+
+    @Test
+    void overwriteInTheMiddleOfAStripeKeepsTheOtherBytes() {
+        byte[] data = random(3 * S, 4);
+        writeFile(vfs, dir + "/rmw", data, S);
+        long fh = vfs.open(ROOT, dir + "/rmw", O_RDWR);
+        byte[] patch = random(100, 5);
+        vfs.write(ROOT, fh, S + 1000, patch, patch.length);
+        byte[] patch2 = random(10, 6);
+        vfs.write(ROOT, fh, S + 50_000, patch2, patch2.length); // disjoint in the same stripe
+        byte[] patch3 = random(300, 7);
+        vfs.write(ROOT, fh, 3 * S - 150, patch3, patch3.length); // crosses the end: extends the file
+        System.arraycopy(patch, 0, data, S + 1000, patch.length);
+        System.arraycopy(patch2, 0, data, S + 50_000, patch2.length);
+        data = Arrays.copyOf(data, 3 * S + 150);
+        System.arraycopy(patch3, 0, data, 3 * S - 150, patch3.length);
+        assertArrayEquals(data, vfs.read(ROOT, fh, 0, data.length + 10), "read your writes before flush");
+        vfs.release(ROOT, fh);
+        assertArrayEquals(data, readAll(vfs, dir + "/rmw", 100_000));
+    }
+
+    @Test
+    void appendWritesGoToTheEnd() {
+        writeFile(vfs, dir + "/log", "abc".getBytes(StandardCharsets.UTF_8), 10);
+        long fh = vfs.open(ROOT, dir + "/log", O_WRONLY | O_APPEND);
+        vfs.write(ROOT, fh, 0, "def".getBytes(StandardCharsets.UTF_8), 3);
+        vfs.write(ROOT, fh, 1, "gh".getBytes(StandardCharsets.UTF_8), 2);
+        vfs.release(ROOT, fh);
+        assertEquals("abcdefgh", new String(readAll(vfs, dir + "/log", 100), StandardCharsets.UTF_8));
+    }
+
+    @Test
+    void readYourWritesAndCloseToOpen() {
+        long w = vfs.create(ROOT, dir + "/cto", 0644, O_CREAT | O_RDWR);
+        byte[] data = random(2 * S + 10, 8);
+        vfs.write(ROOT, w, 0, data, data.length);
+        assertArrayEquals(data, vfs.read(ROOT, w, 0, data.length), "own unflushed writes are visible");
+        assertEquals(data.length, vfs.getattr(ROOT, dir + "/cto").getSize(), "stat sees the local size");
+        // another client (its own caches) does not see uncommitted data
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults())) {
+            long r = other.open(ROOT, dir + "/cto", O_RDONLY);
+            assertTrue(other.read(ROOT, r, 0, 10).length < 10);
+            other.release(ROOT, r);
+            vfs.release(ROOT, w); // close: committed
+            assertArrayEquals(data, readAll(other, dir + "/cto", 30_000), "a fresh open after close sees the data");
+        }
+    }
+
+    @Test
+    void openWithTruncEmptiesTheFile() {
+        writeFile(vfs, dir + "/tr", random(1000, 9), 1000);
+        long fh = vfs.open(ROOT, dir + "/tr", O_WRONLY | O_TRUNC);
+        assertEquals(0, vfs.fgetattr(ROOT, fh).getSize());
+        vfs.write(ROOT, fh, 0, new byte[] {1, 2}, 2);
+        vfs.release(ROOT, fh);
+        assertArrayEquals(new byte[] {1, 2}, readAll(vfs, dir + "/tr", 100));
+        assertEquals(Status.EEXIST.getNumber(), errno(() -> vfs.create(ROOT, dir + "/tr", 0644, O_CREAT | O_EXCL | O_WRONLY)));
+    }
+
+    @Test
+    void eightConcurrentReadersGetCorrectBytes() throws Exception {
+        byte[] data = random(5 * S + 333, 10);
+        writeFile(vfs, dir + "/shared", data, S);
+        long shared = vfs.open(ROOT, dir + "/shared", O_RDONLY);
+        ExecutorService pool = Executors.newFixedThreadPool(8);
+        try {
+            List<Future<Integer>> results = new ArrayList<>();
+            for (int t = 0; t < 8; t++) {
+                int seed = t;
+                results.add(pool.submit(() -> {
+                    Random rnd = new Random(seed);
+                    long own = vfs.open(ROOT, dir + "/shared", O_RDONLY);
+                    int checked = 0;
+                    for (int i = 0; i < 25; i++) {
+                        long fh = i % 2 == 0 ? own : shared;
+                        int off = rnd.nextInt(data.length);
+                        int len = 1 + rnd.nextInt(2 * S);
+                        byte[] got = vfs.read(ROOT, fh, off, len);
+                        assertArrayEquals(Arrays.copyOfRange(data, off, Math.min(off + len, data.length)), got);
+                        checked++;
+                    }
+                    assertArrayEquals(data, vfs.read(ROOT, own, 0, data.length));
+                    vfs.release(ROOT, own);
+                    return checked;
+                }));
+            }
+            for (Future<Integer> f : results) {
+                assertEquals(25, f.get());
+            }
+        } finally {
+            pool.shutdownNow();
+            vfs.release(ROOT, shared);
+        }
+    }
+
+    @Test
+    void tinyDirtyLimitAppliesBackpressureWithoutDeadlock() {
+        GranaryVfs small = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withMaxDirtyBytes(S + S / 2));
+        try {
+            assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
+                byte[][] datas = {random(4 * S, 11), random(4 * S, 12)};
+                List<CompletableFuture<Void>> writers = new ArrayList<>();
+                for (int w = 0; w < 2; w++) {
+                    int id = w;
+                    writers.add(CompletableFuture.runAsync(() -> {
+                        long fh = small.create(ROOT, dir + "/bp" + id, 0644, O_CREAT | O_RDWR);
+                        byte[] data = datas[id];
+                        // partial-stripe writes in a scattered order: every buffer stays partial for a while
+                        Random rnd = new Random(id);
+                        List<Integer> chunks = new ArrayList<>();
+                        for (int off = 0; off < data.length; off += 5000) {
+                            chunks.add(off);
+                        }
+                        java.util.Collections.shuffle(chunks, rnd);
+                        for (int off : chunks) {
+                            int n = Math.min(5000, data.length - off);
+                            small.write(ROOT, fh, off, Arrays.copyOfRange(data, off, off + n), n);
+                        }
+                        small.release(ROOT, fh);
+                    }));
+                }
+                CompletableFuture.allOf(writers.toArray(new CompletableFuture[0])).join();
+                assertArrayEquals(datas[0], readAll(small, dir + "/bp0", S));
+                assertArrayEquals(datas[1], readAll(small, dir + "/bp1", S));
+            });
+            assertEquals(S + S / 2, small.dirtyBudget().available(), "all dirty memory returned");
+        } finally {
+            small.close();
+        }
+    }
+
+    @Test
+    void readdirPagesThroughMoreEntriesThanAPage() {
+        GranaryVfs paged = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withReaddirPageSize(7));
+        try {
+            Set<String> want = new HashSet<>();
+            for (int i = 0; i < 50; i++) {
+                String name = "f" + i;
+                paged.mknod(ROOT, dir + "/" + name, GranaryVfs.S_IFREG | 0644, 0);
+                want.add(name);
+            }
+            paged.mkdir(ROOT, dir + "/sub", 0755);
+            want.add("sub");
+            List<GranaryVfs.Entry> entries = paged.readdir(ROOT, dir);
+            assertEquals(".", entries.get(0).name());
+            assertEquals("..", entries.get(1).name());
+            assertEquals(MdsClient.ROOT_INO, entries.get(1).ino());
+            Set<String> got = new HashSet<>();
+            List<String> order = new ArrayList<>();
+            for (GranaryVfs.Entry e : entries.subList(2, entries.size())) {
+                got.add(e.name());
+                order.add(e.name());
+                assertEquals(e.name().equals("sub") ? GranaryVfs.S_IFDIR : GranaryVfs.S_IFREG, e.mode());
+            }
+            assertEquals(want, got);
+            assertEquals(want.size(), order.size(), "no duplicates across pages");
+            List<String> sorted = new ArrayList<>(order);
+            java.util.Collections.sort(sorted);
+            assertEquals(sorted, order, "name order");
+        } finally {
+            paged.close();
+        }
+    }
+
+    @Test
+    void errorsCarryTheRightErrno() {
+        writeFile(vfs, dir + "/file", new byte[] {1}, 1);
+        vfs.mkdir(ROOT, dir + "/d", 0755);
+        vfs.mknod(ROOT, dir + "/d/x", 0644, 0);
+        assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.getattr(ROOT, dir + "/missing")));
+        assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.open(ROOT, dir + "/missing", O_RDONLY)));
+        assertEquals(Status.EEXIST.getNumber(), errno(() -> vfs.mkdir(ROOT, dir + "/d", 0755)));
+        assertEquals(Status.ENOTDIR.getNumber(), errno(() -> vfs.getattr(ROOT, dir + "/file/x")));
+        assertEquals(Status.ENOTDIR.getNumber(), errno(() -> vfs.mkdir(ROOT, dir + "/file/x", 0755)));
+        assertEquals(Status.ENOTDIR.getNumber(), errno(() -> vfs.opendir(ROOT, dir + "/file")));
+        assertEquals(Status.EISDIR.getNumber(), errno(() -> vfs.open(ROOT, dir + "/d", O_RDONLY)));
+        assertEquals(Status.EISDIR.getNumber(), errno(() -> vfs.unlink(ROOT, dir + "/d")));
+        assertEquals(Status.EISDIR.getNumber(), errno(() -> vfs.truncate(ROOT, dir + "/d", 0)));
+        assertEquals(Status.ENOTEMPTY.getNumber(), errno(() -> vfs.rmdir(ROOT, dir + "/d")));
+        assertEquals(Status.ENAMETOOLONG.getNumber(), errno(() -> vfs.mkdir(ROOT, dir + "/" + "n".repeat(256), 0755)));
+        assertEquals(Status.EPERM.getNumber(), errno(() -> vfs.mknod(ROOT, dir + "/fifo", 0010644, 0)));
+        assertEquals(Status.EINVAL.getNumber(), errno(() -> vfs.readlink(ROOT, dir + "/file")));
+        long ro = vfs.open(ROOT, dir + "/file", O_RDONLY);
+        assertEquals(Status.EBADF.getNumber(), errno(() -> vfs.write(ROOT, ro, 0, new byte[1], 1)));
+        assertEquals(Status.EBADF.getNumber(), errno(() -> vfs.ftruncate(ROOT, ro, 0)));
+        vfs.release(ROOT, ro);
+        assertEquals(Status.EBADF.getNumber(), errno(() -> vfs.read(ROOT, ro, 0, 1)));
+        assertEquals(Status.EBADF.getNumber(), errno(() -> vfs.release(ROOT, ro)));
+        // permissions: an ordinary user cannot open a root-owned 0600 file, nor create in a 0755 dir
+        Caller user = GranaryVfs.caller(1000, 1000);
+        vfs.chmod(ROOT, dir + "/file", 0600);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(user, dir + "/file", O_RDONLY)));
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.access(user, dir + "/file", GranaryVfs.R_OK)));
+        vfs.access(user, dir + "/file", GranaryVfs.F_OK);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.mkdir(user, dir + "/d/u", 0755)));
+        vfs.unlink(ROOT, dir + "/d/x");
+        vfs.rmdir(ROOT, dir + "/d");
+        assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.opendir(ROOT, dir + "/d")));
+    }
+
+    @Test
+    void namespaceOperations() {
+        writeFile(vfs, dir + "/a", "data".getBytes(StandardCharsets.UTF_8), 10);
+        // rename (and the dentry cache follows it)
+        vfs.getattr(ROOT, dir + "/a");
+        vfs.rename(ROOT, dir + "/a", dir + "/b", 0);
+        assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.getattr(ROOT, dir + "/a")));
+        assertEquals("data", new String(readAll(vfs, dir + "/b", 10), StandardCharsets.UTF_8));
+        writeFile(vfs, dir + "/c", new byte[] {1}, 1);
+        assertEquals(Status.EEXIST.getNumber(), errno(() -> vfs.rename(ROOT, dir + "/c", dir + "/b", MdsClient.RENAME_NOREPLACE)));
+        // symlink / readlink
+        Attr l = vfs.symlink(ROOT, "b", dir + "/link");
+        assertEquals(GranaryVfs.S_IFLNK, l.getMode() & GranaryVfs.S_IFMT);
+        assertEquals("b", vfs.readlink(ROOT, dir + "/link"));
+        // hard link
+        Attr h = vfs.link(ROOT, dir + "/b", dir + "/hard");
+        assertEquals(2, h.getNlink());
+        assertEquals(2, vfs.getattr(ROOT, dir + "/b").getNlink());
+        vfs.unlink(ROOT, dir + "/hard");
+        assertEquals(1, vfs.getattr(ROOT, dir + "/b").getNlink());
+        // chmod / chown / utimens
+        assertEquals(GranaryVfs.S_IFREG | 0640, vfs.chmod(ROOT, dir + "/b", 0640).getMode());
+        Attr o = vfs.chown(ROOT, dir + "/b", 1234, -1);
+        assertEquals(1234, o.getUid());
+        assertEquals(0, o.getGid());
+        Attr t = vfs.utimens(ROOT, dir + "/b", 1_000_000_123L, GranaryVfs.TIME_OMIT);
+        assertEquals(1_000_000_123L, t.getAtimeNs());
+        assertEquals(o.getMtimeNs(), t.getMtimeNs());
+        Attr now = vfs.utimens(ROOT, dir + "/b", GranaryVfs.TIME_OMIT, GranaryVfs.TIME_NOW);
+        assertTrue(now.getMtimeNs() > 1_600_000_000_000_000_000L);
+        // xattrs
+        vfs.setxattr(ROOT, dir + "/b", "user.k", new byte[] {7, 8}, 0);
+        assertArrayEquals(new byte[] {7, 8}, vfs.getxattr(ROOT, dir + "/b", "user.k"));
+        assertEquals(List.of("user.k"), vfs.listxattr(ROOT, dir + "/b"));
+        vfs.removexattr(ROOT, dir + "/b", "user.k");
+        assertEquals(Status.ENODATA.getNumber(), errno(() -> vfs.getxattr(ROOT, dir + "/b", "user.k")));
+        // rmdir, unlink, statfs
+        vfs.mkdir(ROOT, dir + "/e", 0700);
+        vfs.rmdir(ROOT, dir + "/e");
+        assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.getattr(ROOT, dir + "/e")));
+        vfs.unlink(ROOT, dir + "/c");
+        assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.open(ROOT, dir + "/c", O_RDONLY)));
+        assertTrue(vfs.statfs(ROOT).getTotalBlocks() > 0);
+    }
+
+    @Test
+    void blockIoFailureBecomesEio() {
+        BlockIo failing = new BlockIo() {
+            @Override
+            public CompletableFuture<Void> write(int ost, String key, byte[] data) {
+                return CompletableFuture.failedFuture(new IOException("injected: S3 unavailable"));
+            }
+
+            @Override
+            public CompletableFuture<byte[]> read(int ost, String key, long offset, int length) {
+                return CompletableFuture.failedFuture(new IOException("injected: S3 unavailable"));
+            }
+
+            @Override
+            public CompletableFuture<Void> delete(int ost, List<String> keys) {
+                return CompletableFuture.completedFuture(null);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        writeFile(vfs, dir + "/ok", random(1000, 13), 1000);
+        try (GranaryVfs broken = new GranaryVfs(cluster.mds, failing, ClientConfig.defaults())) {
+            long fh = broken.create(ROOT, dir + "/x", 0644, O_CREAT | O_WRONLY);
+            broken.write(ROOT, fh, 0, new byte[10], 10);
+            assertEquals(Status.EIO.getNumber(), errno(() -> broken.flush(ROOT, fh)));
+            assertEquals(Status.EIO.getNumber(), errno(() -> broken.fsync(ROOT, fh, false)), "the failure sticks");
+            assertEquals(Status.EIO.getNumber(), errno(() -> broken.release(ROOT, fh)));
+            assertEquals(0, broken.getattr(ROOT, dir + "/x").getSize(), "nothing was committed");
+            long r = broken.open(ROOT, dir + "/ok", O_RDONLY);
+            assertEquals(Status.EIO.getNumber(), errno(() -> broken.read(ROOT, r, 0, 100)));
+            broken.release(ROOT, r);
+        }
+    }
+
+    @Test
+    void manyConcurrentWritersOnDistinctFiles() throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        AtomicInteger done = new AtomicInteger();
+        try {
+            List<Future<?>> fs = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                int id = i;
+                fs.add(pool.submit(() -> {
+                    byte[] data = random(2 * S + id * 1000, 100 + id);
+                    writeFile(vfs, dir + "/w" + id, data, 4096);
+                    assertArrayEquals(data, readAll(vfs, dir + "/w" + id, 4096));
+                    done.incrementAndGet();
+                }));
+            }
+            for (Future<?> f : fs) {
+                f.get();
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(4, done.get());
+        assertEquals(0, vfs.openFileCount());
+    }
+}

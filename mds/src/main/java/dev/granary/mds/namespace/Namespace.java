@@ -1,0 +1,1323 @@
+package dev.granary.mds.namespace;
+
+import com.google.protobuf.ByteString;
+import dev.granary.mds.FsException;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.CreateRequest;
+import dev.granary.mds.proto.DirEntry;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.Layout;
+import dev.granary.mds.proto.OssInfo;
+import dev.granary.mds.proto.OstInfo;
+import dev.granary.mds.proto.RenameRequest;
+import dev.granary.mds.proto.SetAttrRequest;
+import dev.granary.mds.proto.StatFsReply;
+import dev.granary.mds.proto.Status;
+import dev.granary.mds.schema.BufferedTxn;
+import dev.granary.mds.schema.MdsSchema;
+import dev.granary.mds.schema.proto.DentryRecord;
+import dev.granary.mds.schema.proto.GcRecord;
+import dev.granary.mds.schema.proto.InodeRecord;
+import dev.granary.mds.schema.proto.UsageRecord;
+import dev.granary.raft.KvReader;
+import dev.granary.raft.KvTxn;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.function.UnaryOperator;
+
+/**
+ * The POSIX namespace, written once over the narrow {@link KvTxn}/{@link KvReader} layer and the
+ * {@link MdsSchema}: one method per operation, doing the permission, name and type checks of
+ * POSIX / Linux (rename(2), unlink(2), chown(2), setxattr(2), ...) and Lustre-style layouts.
+ *
+ * <p>Every failure is an {@link FsException} carrying the errno; a method that throws may have
+ * buffered writes, so callers run mutations on a {@link BufferedTxn} and keep its writes only on
+ * success ({@code MdsStateMachine} does). Mutations read and write the live tree at the current
+ * epoch; read-only views may read any epoch ({@link #atEpoch}).
+ *
+ * <p>Deterministic: the result depends only on the arguments (including {@code now}, stamped by
+ * the Raft leader) and the database. Times are ns since the Unix epoch; sizes are bytes.
+ *
+ * <p>Permissions follow POSIX with the caller's uid/gid/supplementary gids; uid 0 bypasses the
+ * read/write/search bits (exec bits of regular files are not checked: the MDS never executes).
+ * Data-path operations ({@link #commitExtents}, {@link #getExtents}) check no permission: POSIX
+ * checks at open(2), which the client does with the attributes it looked up.
+ */
+public final class Namespace {
+    /** File type mask and types (Linux {@code <sys/stat.h>}). */
+    public static final int S_IFMT = 0170000, S_IFSOCK = 0140000, S_IFLNK = 0120000, S_IFREG = 0100000,
+            S_IFBLK = 0060000, S_IFDIR = 0040000, S_IFCHR = 0020000, S_IFIFO = 0010000;
+    /** Set-user-id, set-group-id, sticky bits. */
+    public static final int S_ISUID = 04000, S_ISGID = 02000, S_ISVTX = 01000;
+    /** Longest name (POSIX NAME_MAX), bytes. */
+    public static final int NAME_MAX = 255;
+    /** Longest symlink target (Linux PATH_MAX - 1), bytes. */
+    public static final int SYMLINK_MAX = 4095;
+    /** Largest xattr value (Linux XATTR_SIZE_MAX), bytes. */
+    public static final int XATTR_SIZE_MAX = 65536;
+    /** Largest link count of a non-directory (LINK_MAX of this filesystem). */
+    public static final int LINK_MAX = 65000;
+    /** Nominal capacity reported by statfs, bytes (1 PiB: object storage has no fixed size). */
+    public static final long CAPACITY_BYTES = 1L << 50;
+    /** Nominal inode capacity reported by statfs. */
+    public static final long CAPACITY_INODES = 1L << 40;
+    /** statfs block size, bytes. */
+    public static final int STATFS_BLOCK = 4096;
+    /** Default stripe size of the root directory, bytes (4 MiB). */
+    public static final long DEFAULT_STRIPE_SIZE = 4L << 20;
+    /** Stripe sizes must be multiples of this, bytes (64 KiB, as Lustre). */
+    public static final long STRIPE_ALIGN = 64L << 10;
+    /** Largest stripe size, bytes (4 GiB, as Lustre). */
+    public static final long MAX_STRIPE_SIZE = 4L << 30;
+    /** Default page size of readdir when the request's limit is 0; also the largest page. */
+    public static final int READDIR_DEFAULT_LIMIT = 1024, READDIR_MAX_LIMIT = 65536;
+
+    private static final int SETATTR_MODE = 1, SETATTR_UID = 2, SETATTR_GID = 4, SETATTR_SIZE = 8,
+            SETATTR_ATIME = 16, SETATTR_MTIME = 32, SETATTR_ATIME_NOW = 64, SETATTR_MTIME_NOW = 128;
+    private static final int RENAME_NOREPLACE = 1, RENAME_EXCHANGE = 2;
+    private static final int XATTR_CREATE = 1, XATTR_REPLACE = 2;
+    private static final int R = 4, W = 2, X = 1;
+    private static final long ROOT = MdsSchema.ROOT_INO;
+
+    /** The root's default layout template: 4 MiB stripes over all OSTs. */
+    public static final Layout DEFAULT_LAYOUT = Layout.newBuilder().setStripeSize(DEFAULT_STRIPE_SIZE).setStripeCount(0).build();
+
+    private final KvTxn txn;
+    private final long epoch;
+    private final boolean writable;
+
+    private Namespace(KvTxn txn, long epoch, boolean writable) {
+        this.txn = txn;
+        this.epoch = epoch;
+        this.writable = writable;
+    }
+
+    /** A writable namespace over {@code txn} at the current epoch. */
+    public static Namespace live(KvTxn txn) {
+        return new Namespace(txn, MdsSchema.currentEpoch(txn), true);
+    }
+
+    /** A read-only view of the live tree (current epoch); mutations fail with EROFS. */
+    public static Namespace readOnly(KvReader reader) {
+        return new Namespace(new BufferedTxn(reader), MdsSchema.currentEpoch(reader), false);
+    }
+
+    /** A read-only view of the tree as of {@code epoch} (a snapshot's epoch); mutations fail with EROFS. */
+    public static Namespace atEpoch(KvReader reader, long epoch) {
+        return new Namespace(new BufferedTxn(reader), epoch, false);
+    }
+
+    /** The epoch this namespace reads (and, when writable, writes). */
+    public long epoch() {
+        return epoch;
+    }
+
+    /** A directory page: entries in name byte order and whether more follow. */
+    public record DirPage(List<DirEntry> entries, boolean more) {}
+
+    // =============================================================================== helpers
+
+    private static FsException err(Status s, String msg) {
+        return new FsException(s, msg);
+    }
+
+    private void requireWritable() {
+        if (!writable) {
+            throw err(Status.EROFS, "read-only view of epoch " + epoch);
+        }
+    }
+
+    private static boolean isDir(int mode) {
+        return (mode & S_IFMT) == S_IFDIR;
+    }
+
+    private static boolean isReg(int mode) {
+        return (mode & S_IFMT) == S_IFREG;
+    }
+
+    private static boolean isLnk(int mode) {
+        return (mode & S_IFMT) == S_IFLNK;
+    }
+
+    private static String show(byte[] name) {
+        return new String(name, StandardCharsets.UTF_8);
+    }
+
+    private static boolean isDot(byte[] n) {
+        return n.length == 1 && n[0] == '.';
+    }
+
+    private static boolean isDotDot(byte[] n) {
+        return n.length == 2 && n[0] == '.' && n[1] == '.';
+    }
+
+    /** Checks a name's syntax: EINVAL (empty, '/', NUL), ENAMETOOLONG (> 255 bytes). */
+    private static void checkNameSyntax(byte[] name) {
+        if (name.length == 0) {
+            throw err(Status.EINVAL, "empty name");
+        }
+        if (name.length > NAME_MAX) {
+            throw err(Status.ENAMETOOLONG, "name of " + name.length + " bytes exceeds " + NAME_MAX);
+        }
+        for (byte b : name) {
+            if (b == '/' || b == 0) {
+                throw err(Status.EINVAL, "name contains '/' or NUL");
+            }
+        }
+    }
+
+    /** A name for a new entry: syntax, and "." / ".." already exist (EEXIST, as mkdir(2)). */
+    private static void checkNewName(byte[] name) {
+        checkNameSyntax(name);
+        if (isDot(name) || isDotDot(name)) {
+            throw err(Status.EEXIST, "'" + show(name) + "' exists");
+        }
+    }
+
+    private static boolean inGroup(Caller c, int gid) {
+        if (c.getGid() == gid) {
+            return true;
+        }
+        for (int g : c.getGidsList()) {
+            if (g == gid) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** POSIX permission check of {@code mask} (R/W/X bits) against the owner/group/other class. */
+    private static boolean permitted(Caller c, InodeRecord ino, int mask) {
+        if (c.getUid() == 0) {
+            return true;
+        }
+        int mode = ino.getMode();
+        int bits;
+        if (c.getUid() == ino.getUid()) {
+            bits = (mode >> 6) & 7;
+        } else if (inGroup(c, ino.getGid())) {
+            bits = (mode >> 3) & 7;
+        } else {
+            bits = mode & 7;
+        }
+        return (bits & mask) == mask;
+    }
+
+    private static void access(Caller c, InodeRecord ino, int mask, String what) {
+        if (!permitted(c, ino, mask)) {
+            throw err(Status.EACCES, "permission denied: " + what);
+        }
+    }
+
+    private static boolean isOwner(Caller c, InodeRecord ino) {
+        return c.getUid() == 0 || c.getUid() == ino.getUid();
+    }
+
+    /** Sticky directory rule (unlink(2), rename(2)): EPERM unless owner of the entry or of the dir, or root. */
+    private static void checkSticky(Caller c, InodeRecord dir, InodeRecord victim, byte[] name) {
+        if ((dir.getMode() & S_ISVTX) != 0 && c.getUid() != 0
+                && c.getUid() != dir.getUid() && c.getUid() != victim.getUid()) {
+            throw err(Status.EPERM, "sticky directory: not the owner of '" + show(name) + "'");
+        }
+    }
+
+    /** The root as the first applied entry will create it (used on an empty database). */
+    private static InodeRecord initialRoot(long now) {
+        return InodeRecord.newBuilder().setMode(S_IFDIR | 0755).setUid(0).setGid(0).setNlink(2)
+                .setAtimeNs(now).setMtimeNs(now).setCtimeNs(now).setLayout(DEFAULT_LAYOUT).setParent(ROOT).build();
+    }
+
+    /** The inode or null. On an empty database the root reads as created with all times 0. */
+    private InodeRecord findInode(long ino) {
+        InodeRecord r = MdsSchema.getInode(txn, ino, epoch);
+        if (r == null && ino == ROOT) {
+            return initialRoot(0);
+        }
+        return r;
+    }
+
+    private InodeRecord inode(long ino) {
+        InodeRecord r = findInode(ino);
+        if (r == null) {
+            throw err(Status.ENOENT, "no inode " + Long.toUnsignedString(ino));
+        }
+        return r;
+    }
+
+    private InodeRecord dir(long ino) {
+        InodeRecord r = inode(ino);
+        if (!isDir(r.getMode())) {
+            throw err(Status.ENOTDIR, "inode " + Long.toUnsignedString(ino) + " is not a directory");
+        }
+        return r;
+    }
+
+    private void putInode(long ino, InodeRecord r) {
+        MdsSchema.putInode(txn, ino, epoch, r);
+    }
+
+    /** Reads the latest version of {@code ino}, applies {@code f} and writes it back. */
+    private InodeRecord update(long ino, UnaryOperator<InodeRecord.Builder> f) {
+        InodeRecord r = f.apply(inode(ino).toBuilder()).build();
+        putInode(ino, r);
+        return r;
+    }
+
+    private void touchDir(long dir, long now, int nlinkDelta) {
+        update(dir, b -> b.setMtimeNs(now).setCtimeNs(now).setNlink(b.getNlink() + nlinkDelta));
+    }
+
+    private void addUsage(long bytes, long inodes) {
+        UsageRecord u = MdsSchema.getUsage(txn);
+        MdsSchema.putUsage(txn, u.toBuilder().setUsedBytes(u.getUsedBytes() + bytes)
+                .setUsedInodes(u.getUsedInodes() + inodes).build());
+    }
+
+    /** The attributes of {@code ino} as {@code stat} reports them. */
+    private static Attr attr(long ino, InodeRecord r) {
+        Attr.Builder a = Attr.newBuilder().setIno(ino).setMode(r.getMode()).setUid(r.getUid()).setGid(r.getGid())
+                .setNlink(r.getNlink()).setSize(r.getSize()).setAtimeNs(r.getAtimeNs()).setMtimeNs(r.getMtimeNs())
+                .setCtimeNs(r.getCtimeNs()).setRdev(r.getRdev());
+        if (isReg(r.getMode())) {
+            // Simplification: st_blocks counts the whole size in 512-byte units; holes are not subtracted.
+            a.setBlocks(Long.divideUnsigned(r.getSize(), 512) + (Long.remainderUnsigned(r.getSize(), 512) != 0 ? 1 : 0));
+        }
+        if (r.hasLayout()) {
+            a.setLayout(r.getLayout());
+        }
+        return a.build();
+    }
+
+    private DentryRecord dentry(long parent, byte[] name) {
+        return MdsSchema.getDentry(txn, parent, name, epoch);
+    }
+
+    private boolean isEmptyDir(long ino) {
+        boolean[] any = {false};
+        MdsSchema.scanDentries(txn, ino, new byte[0], epoch, (n, d) -> {
+            any[0] = true;
+            return false;
+        });
+        return !any[0];
+    }
+
+    /** True when {@code ancestor} is {@code ino} or one of its ancestors (walks the parent links). */
+    private boolean isSelfOrAncestor(long ancestor, long ino) {
+        long cur = ino;
+        for (int depth = 0; depth < 1_000_000; depth++) {
+            if (cur == ancestor) {
+                return true;
+            }
+            if (cur == ROOT) {
+                return false;
+            }
+            cur = inode(cur).getParent();
+        }
+        throw new IllegalStateException("directory parent links form a cycle above inode " + ino);
+    }
+
+    /** Deletes an inode without links: tombstones, extents and xattrs, block references to gc, usage. */
+    private void destroyInode(long ino, InodeRecord r) {
+        if (isReg(r.getMode())) {
+            List<Extent> extents = new ArrayList<>();
+            MdsSchema.scanExtents(txn, ino, 0, -1L, epoch, e -> extents.add(e));
+            for (Extent e : extents) {
+                freeBlock(ino, e);
+                MdsSchema.deleteExtent(txn, ino, e.getStripeIndex(), epoch);
+            }
+        }
+        List<byte[]> xattrs = new ArrayList<>();
+        MdsSchema.scanXattrs(txn, ino, epoch, (n, v) -> xattrs.add(n));
+        for (byte[] n : xattrs) {
+            MdsSchema.deleteXattr(txn, ino, n, epoch);
+        }
+        MdsSchema.deleteInode(txn, ino, epoch);
+        addUsage(isReg(r.getMode()) ? -r.getSize() : 0, -1);
+    }
+
+    private void freeBlock(long ino, Extent e) {
+        MdsSchema.appendGc(txn, GcRecord.newBuilder().setOst(e.getOst()).setBlockKey(e.getBlockKey())
+                .setBirthEpoch(e.getBirthEpoch()).setDeathEpoch(epoch).setIno(ino).setStripeIndex(e.getStripeIndex()).build());
+    }
+
+    /** Drops one link of a non-directory; deletes it when it was the last. */
+    private void dropLink(long ino, long now) {
+        InodeRecord r = inode(ino);
+        if (r.getNlink() <= 1) {
+            destroyInode(ino, r);
+        } else {
+            putInode(ino, r.toBuilder().setNlink(r.getNlink() - 1).setCtimeNs(now).build());
+        }
+    }
+
+    // =============================================================================== root
+
+    /**
+     * Creates the root directory (inode 1, mode 0755 | S_IFDIR, uid 0, gid 0, default layout) if
+     * it does not exist, with all times = {@code now}. Called at the start of every applied entry.
+     */
+    public void ensureRoot(long now) {
+        requireWritable();
+        if (MdsSchema.getInode(txn, ROOT, epoch) == null) {
+            putInode(ROOT, initialRoot(now));
+        }
+    }
+
+    // =============================================================================== reads
+
+    /**
+     * Looks up {@code name} in directory {@code parent} (POSIX path resolution, one component).
+     * "." is the directory itself, ".." its parent (the root's is the root).
+     *
+     * @throws FsException ENOENT, ENOTDIR, EACCES (no search permission), ENAMETOOLONG, EINVAL
+     */
+    public Attr lookup(Caller c, long parent, byte[] name) {
+        InodeRecord p = dir(parent);
+        access(c, p, X, "search directory " + Long.toUnsignedString(parent));
+        checkNameSyntax(name);
+        if (isDot(name)) {
+            return attr(parent, p);
+        }
+        if (isDotDot(name)) {
+            long pp = parent == ROOT ? ROOT : p.getParent();
+            return attr(pp, inode(pp));
+        }
+        DentryRecord d = dentry(parent, name);
+        if (d == null) {
+            throw err(Status.ENOENT, "no entry '" + show(name) + "'");
+        }
+        return attr(d.getIno(), inode(d.getIno()));
+    }
+
+    /** Attributes of inode {@code ino} (stat(2)). @throws FsException ENOENT */
+    public Attr getattr(Caller c, long ino) {
+        return attr(ino, inode(ino));
+    }
+
+    /**
+     * One page of directory {@code ino}: entries with names strictly after {@code after} in byte
+     * order, at most {@code limit} (0: {@value #READDIR_DEFAULT_LIMIT}; capped at
+     * {@value #READDIR_MAX_LIMIT}). "." and ".." are not included. A key-ordered seek, so paging
+     * is stable under concurrent inserts and deletes: no entry twice, none that existed
+     * throughout is missed.
+     *
+     * @throws FsException ENOENT, ENOTDIR, EACCES (no read permission)
+     */
+    public DirPage readdir(Caller c, long ino, byte[] after, int limit) {
+        InodeRecord d = dir(ino);
+        access(c, d, R, "read directory " + Long.toUnsignedString(ino));
+        int max = limit <= 0 ? READDIR_DEFAULT_LIMIT : Math.min(limit, READDIR_MAX_LIMIT);
+        List<DirEntry> out = new ArrayList<>();
+        boolean[] more = {false};
+        MdsSchema.scanDentries(txn, ino, after, epoch, (name, rec) -> {
+            if (out.size() == max) {
+                more[0] = true;
+                return false;
+            }
+            out.add(DirEntry.newBuilder().setName(ByteString.copyFrom(name)).setIno(rec.getIno()).setMode(rec.getType()).build());
+            return true;
+        });
+        return new DirPage(out, more[0]);
+    }
+
+    /** Target of symlink {@code ino} (readlink(2)). @throws FsException ENOENT, EINVAL (not a symlink) */
+    public byte[] readlink(Caller c, long ino) {
+        InodeRecord r = inode(ino);
+        if (!isLnk(r.getMode())) {
+            throw err(Status.EINVAL, "inode " + Long.toUnsignedString(ino) + " is not a symlink");
+        }
+        return r.getSymlinkTarget().toByteArray();
+    }
+
+    /**
+     * Filesystem figures (statfs(2)): a nominal 1 PiB capacity minus the bytes of live files,
+     * and inode counts from the usage counters.
+     */
+    public StatFsReply statfs(Caller c) {
+        UsageRecord u = MdsSchema.getUsage(txn);
+        long total = CAPACITY_BYTES / STATFS_BLOCK;
+        long used = (u.getUsedBytes() + STATFS_BLOCK - 1) / STATFS_BLOCK;
+        return StatFsReply.newBuilder().setBlockSize(STATFS_BLOCK).setTotalBlocks(total)
+                .setFreeBlocks(Math.max(0, total - used)).setTotalInodes(CAPACITY_INODES)
+                .setFreeInodes(Math.max(0, CAPACITY_INODES - u.getUsedInodes()))
+                .setUsedBytes(u.getUsedBytes()).setUsedInodes(u.getUsedInodes()).build();
+    }
+
+    // =============================================================================== create
+
+    private long parentGidAndMode(InodeRecord p, Caller c, int[] modeInOut, boolean directory) {
+        int gid = c.getGid();
+        if ((p.getMode() & S_ISGID) != 0) {
+            gid = p.getGid();
+            if (directory) {
+                modeInOut[0] |= S_ISGID; // BSD group semantics: subdirectories inherit the setgid bit
+            }
+        }
+        if (!directory && (modeInOut[0] & S_ISGID) != 0 && c.getUid() != 0 && !inGroup(c, gid)) {
+            modeInOut[0] &= ~S_ISGID; // Linux inode_init_owner: no setgid file for a group one is not in
+        }
+        return gid;
+    }
+
+    /**
+     * Checks the parent of a new entry: a directory, searchable, a valid new name. Write
+     * permission is checked by {@link #checkWritableParent} after the existence check, as Linux
+     * may_create does (an existing name gives EEXIST even in a read-only directory).
+     */
+    private InodeRecord newEntryParent(Caller c, long parent, byte[] name) {
+        requireWritable();
+        InodeRecord p = dir(parent);
+        checkNewName(name);
+        access(c, p, X, "search directory " + Long.toUnsignedString(parent));
+        return p;
+    }
+
+    private static void checkWritableParent(Caller c, InodeRecord p, long parent) {
+        access(c, p, W | X, "write directory " + Long.toUnsignedString(parent));
+    }
+
+    /**
+     * Creates a regular file, FIFO, socket or device node (open(2) O_CREAT, mknod(2)). A new
+     * regular file gets the parent's default layout resolved now (see {@link #setLayout}).
+     * Non-exclusive create of an existing non-directory returns it unchanged.
+     *
+     * @throws FsException EEXIST (exclusive, or a directory with that name → EISDIR for non-exclusive),
+     *     ENOENT, ENOTDIR, EACCES, EINVAL (bad type), EPERM (device node by non-root), ENAMETOOLONG
+     */
+    public Attr create(Caller c, CreateRequest r, long now) {
+        InodeRecord p = newEntryParent(c, r.getParent(), r.getName().toByteArray());
+        byte[] name = r.getName().toByteArray();
+        DentryRecord existing = dentry(r.getParent(), name);
+        if (existing != null) {
+            if (r.getExclusive()) {
+                throw err(Status.EEXIST, "'" + show(name) + "' exists");
+            }
+            InodeRecord e = inode(existing.getIno());
+            if (isDir(e.getMode())) {
+                throw err(Status.EISDIR, "'" + show(name) + "' is a directory");
+            }
+            return attr(existing.getIno(), e);
+        }
+        checkWritableParent(c, p, r.getParent());
+        int type = r.getMode() & S_IFMT;
+        if (type == 0) {
+            type = S_IFREG;
+        }
+        switch (type) {
+            case S_IFREG, S_IFIFO, S_IFSOCK -> { }
+            case S_IFCHR, S_IFBLK -> {
+                if (c.getUid() != 0) {
+                    throw err(Status.EPERM, "only root creates device nodes");
+                }
+            }
+            default -> throw err(Status.EINVAL, "create cannot make file type 0" + Integer.toOctalString(type));
+        }
+        int[] mode = {r.getMode() & 07777};
+        int gid = (int) parentGidAndMode(p, c, mode, false);
+        long ino = MdsSchema.allocateIno(txn);
+        InodeRecord.Builder b = InodeRecord.newBuilder().setMode(type | mode[0]).setUid(c.getUid()).setGid(gid)
+                .setNlink(1).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now);
+        if (type == S_IFREG) {
+            b.setLayout(resolveLayout(p.hasLayout() ? p.getLayout() : DEFAULT_LAYOUT, ino));
+        } else if (type == S_IFCHR || type == S_IFBLK) {
+            b.setRdev(r.getRdev());
+        }
+        InodeRecord rec = b.build();
+        putInode(ino, rec);
+        MdsSchema.putDentry(txn, r.getParent(), name, epoch, DentryRecord.newBuilder().setIno(ino).setType(type).build());
+        touchDir(r.getParent(), now, 0);
+        addUsage(0, 1);
+        return attr(ino, rec);
+    }
+
+    /**
+     * Creates a directory (mkdir(2)): nlink 2, the parent's nlink + 1, the parent's default
+     * layout copied; in a setgid directory the gid and the setgid bit are inherited.
+     *
+     * @throws FsException EEXIST, ENOENT, ENOTDIR, EACCES, ENAMETOOLONG, EINVAL, EMLINK
+     */
+    public Attr mkdir(Caller c, long parent, byte[] name, int modeBits, long now) {
+        InodeRecord p = newEntryParent(c, parent, name);
+        if (dentry(parent, name) != null) {
+            throw err(Status.EEXIST, "'" + show(name) + "' exists");
+        }
+        checkWritableParent(c, p, parent);
+        if (Integer.toUnsignedLong(p.getNlink()) >= 0xFFFF_FFF0L) {
+            throw err(Status.EMLINK, "too many subdirectories");
+        }
+        int[] mode = {modeBits & 01777};
+        int gid = (int) parentGidAndMode(p, c, mode, true);
+        long ino = MdsSchema.allocateIno(txn);
+        InodeRecord rec = InodeRecord.newBuilder().setMode(S_IFDIR | mode[0]).setUid(c.getUid()).setGid(gid)
+                .setNlink(2).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now)
+                .setLayout(p.hasLayout() ? p.getLayout() : DEFAULT_LAYOUT).setParent(parent).build();
+        putInode(ino, rec);
+        MdsSchema.putDentry(txn, parent, name, epoch, DentryRecord.newBuilder().setIno(ino).setType(S_IFDIR).build());
+        touchDir(parent, now, 1);
+        addUsage(0, 1);
+        return attr(ino, rec);
+    }
+
+    /**
+     * Creates a symbolic link (symlink(2)), mode 0777, size = target length.
+     *
+     * @throws FsException EEXIST, ENOENT (empty target), ENAMETOOLONG (name, or target > 4095 bytes),
+     *     EINVAL (NUL in target), EACCES, ENOTDIR
+     */
+    public Attr symlink(Caller c, long parent, byte[] name, byte[] target, long now) {
+        InodeRecord p = newEntryParent(c, parent, name);
+        if (target.length == 0) {
+            throw err(Status.ENOENT, "empty symlink target");
+        }
+        if (target.length > SYMLINK_MAX) {
+            throw err(Status.ENAMETOOLONG, "symlink target of " + target.length + " bytes exceeds " + SYMLINK_MAX);
+        }
+        for (byte b : target) {
+            if (b == 0) {
+                throw err(Status.EINVAL, "symlink target contains NUL");
+            }
+        }
+        if (dentry(parent, name) != null) {
+            throw err(Status.EEXIST, "'" + show(name) + "' exists");
+        }
+        checkWritableParent(c, p, parent);
+        int[] mode = {0777};
+        int gid = (int) parentGidAndMode(p, c, mode, false);
+        long ino = MdsSchema.allocateIno(txn);
+        InodeRecord rec = InodeRecord.newBuilder().setMode(S_IFLNK | 0777).setUid(c.getUid()).setGid(gid)
+                .setNlink(1).setSize(target.length).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now)
+                .setSymlinkTarget(ByteString.copyFrom(target)).build();
+        putInode(ino, rec);
+        MdsSchema.putDentry(txn, parent, name, epoch, DentryRecord.newBuilder().setIno(ino).setType(S_IFLNK).build());
+        touchDir(parent, now, 0);
+        addUsage(0, 1);
+        return attr(ino, rec);
+    }
+
+    /**
+     * Creates a hard link {@code newParent/newName} to {@code ino} (link(2)): nlink + 1, ctime.
+     *
+     * @throws FsException EPERM (directory), EEXIST, EMLINK, ENOENT, ENOTDIR, EACCES, ENAMETOOLONG
+     */
+    public Attr link(Caller c, long ino, long newParent, byte[] newName, long now) {
+        InodeRecord p = newEntryParent(c, newParent, newName);
+        InodeRecord r = inode(ino);
+        if (isDir(r.getMode())) {
+            throw err(Status.EPERM, "hard link to a directory");
+        }
+        if (dentry(newParent, newName) != null) {
+            throw err(Status.EEXIST, "'" + show(newName) + "' exists");
+        }
+        checkWritableParent(c, p, newParent);
+        if (r.getNlink() >= LINK_MAX) {
+            throw err(Status.EMLINK, "inode has " + LINK_MAX + " links");
+        }
+        InodeRecord rec = r.toBuilder().setNlink(r.getNlink() + 1).setCtimeNs(now).build();
+        putInode(ino, rec);
+        MdsSchema.putDentry(txn, newParent, newName, epoch,
+                DentryRecord.newBuilder().setIno(ino).setType(r.getMode() & S_IFMT).build());
+        touchDir(newParent, now, 0);
+        return attr(ino, rec);
+    }
+
+    // =============================================================================== remove
+
+    /**
+     * Removes a non-directory entry (unlink(2)); the last link deletes the inode and sends its
+     * blocks to the GC queue.
+     *
+     * @throws FsException ENOENT, EISDIR (a directory, or "." / ".."), ENOTDIR, EACCES, EPERM (sticky)
+     */
+    public void unlink(Caller c, long parent, byte[] name, long now) {
+        requireWritable();
+        InodeRecord p = dir(parent);
+        checkNameSyntax(name);
+        if (isDot(name) || isDotDot(name)) {
+            throw err(Status.EISDIR, "cannot unlink '" + show(name) + "'");
+        }
+        access(c, p, W | X, "write directory " + Long.toUnsignedString(parent));
+        DentryRecord d = dentry(parent, name);
+        if (d == null) {
+            throw err(Status.ENOENT, "no entry '" + show(name) + "'");
+        }
+        InodeRecord victim = inode(d.getIno());
+        if (isDir(victim.getMode())) {
+            throw err(Status.EISDIR, "'" + show(name) + "' is a directory");
+        }
+        checkSticky(c, p, victim, name);
+        MdsSchema.deleteDentry(txn, parent, name, epoch);
+        dropLink(d.getIno(), now);
+        touchDir(parent, now, 0);
+    }
+
+    /**
+     * Removes an empty directory (rmdir(2)); the parent's nlink - 1.
+     *
+     * @throws FsException ENOENT, ENOTDIR, ENOTEMPTY (also for ".."), EINVAL ("."), EBUSY (root),
+     *     EACCES, EPERM (sticky)
+     */
+    public void rmdir(Caller c, long parent, byte[] name, long now) {
+        requireWritable();
+        InodeRecord p = dir(parent);
+        checkNameSyntax(name);
+        if (isDot(name)) {
+            throw err(Status.EINVAL, "cannot remove '.'");
+        }
+        if (isDotDot(name)) {
+            throw err(Status.ENOTEMPTY, "cannot remove '..'");
+        }
+        access(c, p, W | X, "write directory " + Long.toUnsignedString(parent));
+        DentryRecord d = dentry(parent, name);
+        if (d == null) {
+            throw err(Status.ENOENT, "no entry '" + show(name) + "'");
+        }
+        InodeRecord victim = inode(d.getIno());
+        if (!isDir(victim.getMode())) {
+            throw err(Status.ENOTDIR, "'" + show(name) + "' is not a directory");
+        }
+        if (d.getIno() == ROOT) {
+            throw err(Status.EBUSY, "cannot remove the root directory");
+        }
+        checkSticky(c, p, victim, name);
+        if (!isEmptyDir(d.getIno())) {
+            throw err(Status.ENOTEMPTY, "directory '" + show(name) + "' is not empty");
+        }
+        MdsSchema.deleteDentry(txn, parent, name, epoch);
+        destroyInode(d.getIno(), victim);
+        touchDir(parent, now, -1);
+    }
+
+    // =============================================================================== rename
+
+    /**
+     * Atomic rename (Linux renameat2(2)): replaces a non-directory by a non-directory or an empty
+     * directory by a directory; RENAME_NOREPLACE fails with EEXIST if the target exists;
+     * RENAME_EXCHANGE swaps two entries. Renaming onto a link of the same inode does nothing.
+     * Updates mtime/ctime of both parents, ctime of the moved (and replaced) inode, the ".."
+     * parent link and nlink of directories moved between parents.
+     *
+     * @throws FsException ENOENT, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL (bad flags, or a directory
+     *     into its own subtree), EEXIST (NOREPLACE), EBUSY ("." or ".."), EACCES, EPERM (sticky)
+     */
+    public void rename(Caller c, RenameRequest r, long now) {
+        requireWritable();
+        int flags = r.getFlags();
+        if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 || flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+            throw err(Status.EINVAL, "bad rename flags " + flags);
+        }
+        boolean noReplace = (flags & RENAME_NOREPLACE) != 0;
+        boolean exchange = (flags & RENAME_EXCHANGE) != 0;
+        long sp = r.getSrcParent(), dp = r.getDstParent();
+        byte[] sn = r.getSrcName().toByteArray(), dn = r.getDstName().toByteArray();
+        InodeRecord spRec = dir(sp);
+        InodeRecord dpRec = dir(dp);
+        checkNameSyntax(sn);
+        checkNameSyntax(dn);
+        if (isDot(sn) || isDotDot(sn)) {
+            throw err(Status.EBUSY, "cannot rename '" + show(sn) + "'");
+        }
+        if (isDot(dn) || isDotDot(dn)) {
+            throw err(noReplace ? Status.EEXIST : Status.EBUSY, "cannot rename onto '" + show(dn) + "'");
+        }
+        access(c, spRec, W | X, "write directory " + Long.toUnsignedString(sp));
+        access(c, dpRec, W | X, "write directory " + Long.toUnsignedString(dp));
+        DentryRecord se = dentry(sp, sn);
+        if (se == null) {
+            throw err(Status.ENOENT, "no entry '" + show(sn) + "'");
+        }
+        DentryRecord de = dentry(dp, dn);
+        if (exchange && de == null) {
+            throw err(Status.ENOENT, "no entry '" + show(dn) + "' to exchange with");
+        }
+        if (de != null && noReplace) {
+            throw err(Status.EEXIST, "'" + show(dn) + "' exists");
+        }
+        if (de != null && de.getIno() == se.getIno()) {
+            return; // rename(2): links to the same inode: do nothing
+        }
+        InodeRecord src = inode(se.getIno());
+        InodeRecord dst = de == null ? null : inode(de.getIno());
+        boolean srcDir = isDir(src.getMode());
+        boolean dstDir = dst != null && isDir(dst.getMode());
+        if (srcDir && sp != dp && isSelfOrAncestor(se.getIno(), dp)) {
+            throw err(Status.EINVAL, "cannot move a directory into its own subtree");
+        }
+        if (exchange && dstDir && sp != dp && isSelfOrAncestor(de.getIno(), sp)) {
+            throw err(Status.EINVAL, "cannot move a directory into its own subtree");
+        }
+        if (dst != null && !exchange) {
+            if (srcDir && !dstDir) {
+                throw err(Status.ENOTDIR, "'" + show(dn) + "' is not a directory");
+            }
+            if (!srcDir && dstDir) {
+                throw err(Status.EISDIR, "'" + show(dn) + "' is a directory");
+            }
+            if (dstDir && !isEmptyDir(de.getIno())) {
+                throw err(Status.ENOTEMPTY, "directory '" + show(dn) + "' is not empty");
+            }
+        }
+        checkSticky(c, spRec, src, sn);
+        if (dst != null) {
+            checkSticky(c, dpRec, dst, dn);
+        }
+        if (sp != dp) {
+            // Moving a directory rewrites its ".." entry: write permission on it (Linux vfs_rename).
+            if (srcDir) {
+                access(c, src, W, "write moved directory '" + show(sn) + "'");
+            }
+            if (exchange && dstDir) {
+                access(c, dst, W, "write moved directory '" + show(dn) + "'");
+            }
+        }
+
+        if (exchange) {
+            MdsSchema.putDentry(txn, sp, sn, epoch, de);
+            MdsSchema.putDentry(txn, dp, dn, epoch, se);
+            int spDelta = 0, dpDelta = 0;
+            if (sp != dp) {
+                if (srcDir) {
+                    spDelta--;
+                    dpDelta++;
+                }
+                if (dstDir) {
+                    dpDelta--;
+                    spDelta++;
+                }
+            }
+            long newSrcParent = dp, newDstParent = sp;
+            update(se.getIno(), b -> srcDir ? b.setCtimeNs(now).setParent(newSrcParent) : b.setCtimeNs(now));
+            update(de.getIno(), b -> dstDir ? b.setCtimeNs(now).setParent(newDstParent) : b.setCtimeNs(now));
+            touchDir(sp, now, spDelta);
+            if (dp != sp) {
+                touchDir(dp, now, dpDelta);
+            }
+            return;
+        }
+
+        int spDelta = 0, dpDelta = 0;
+        if (dst != null) {
+            if (dstDir) {
+                MdsSchema.deleteDentry(txn, dp, dn, epoch); // rewritten below; keeps the order clear
+                destroyInode(de.getIno(), dst);
+                dpDelta--;
+            } else {
+                dropLink(de.getIno(), now);
+            }
+        }
+        MdsSchema.deleteDentry(txn, sp, sn, epoch);
+        MdsSchema.putDentry(txn, dp, dn, epoch, se);
+        if (srcDir && sp != dp) {
+            spDelta--;
+            dpDelta++;
+        }
+        update(se.getIno(), b -> srcDir ? b.setCtimeNs(now).setParent(dp) : b.setCtimeNs(now));
+        if (sp == dp) {
+            touchDir(sp, now, spDelta + dpDelta);
+        } else {
+            touchDir(sp, now, spDelta);
+            touchDir(dp, now, dpDelta);
+        }
+    }
+
+    // =============================================================================== setattr
+
+    /**
+     * chmod / chown / truncate / utimens in one operation (the SETATTR_* bits of {@code valid}).
+     * <ul>
+     * <li>mode: owner or root (EPERM); only the permission, suid, sgid and sticky bits change; a
+     *     non-root caller outside the file's group loses S_ISGID (Linux setattr_copy).</li>
+     * <li>uid: root only (EPERM); gid: root, or the owner to one of its groups (EPERM). On a
+     *     non-directory chown clears S_ISUID, and S_ISGID when group-exec is set (Linux, for root
+     *     too since 2.2.13, chown(2)).</li>
+     * <li>size: regular files only (EISDIR for directories, EINVAL otherwise), write permission
+     *     (EACCES); truncating down drops the extents past the new end (blocks to the GC queue)
+     *     and clips the partial stripe's extent; a size change also sets mtime.</li>
+     * <li>times: explicit values need owner or root (EPERM); *_NOW alone needs owner or write
+     *     permission (EACCES), as utimensat(2).</li>
+     * </ul>
+     * ctime is set to {@code now}.
+     *
+     * @throws FsException ENOENT, EPERM, EACCES, EISDIR, EINVAL, EFBIG
+     */
+    public Attr setattr(Caller c, SetAttrRequest r, long now) {
+        requireWritable();
+        long ino = r.getIno();
+        int v = r.getValid();
+        if ((v & ~0xFF) != 0) {
+            throw err(Status.EINVAL, "unknown setattr bits 0x" + Integer.toHexString(v));
+        }
+        InodeRecord cur = inode(ino);
+        InodeRecord.Builder b = cur.toBuilder();
+        if ((v & SETATTR_MODE) != 0) {
+            if (!isOwner(c, cur)) {
+                throw err(Status.EPERM, "chmod by a non-owner");
+            }
+            int m = r.getMode() & 07777;
+            if (c.getUid() != 0 && !inGroup(c, cur.getGid())) {
+                m &= ~S_ISGID;
+            }
+            b.setMode((cur.getMode() & S_IFMT) | m);
+        }
+        if ((v & (SETATTR_UID | SETATTR_GID)) != 0) {
+            int newUid = (v & SETATTR_UID) != 0 ? r.getUid() : cur.getUid();
+            int newGid = (v & SETATTR_GID) != 0 ? r.getGid() : cur.getGid();
+            if (c.getUid() != 0) {
+                if ((v & SETATTR_UID) != 0 && (newUid != cur.getUid() || c.getUid() != cur.getUid())) {
+                    throw err(Status.EPERM, "only root changes the owner");
+                }
+                if ((v & SETATTR_GID) != 0 && (c.getUid() != cur.getUid()
+                        || (newGid != cur.getGid() && !inGroup(c, newGid)))) {
+                    throw err(Status.EPERM, "chgrp needs ownership and membership of group " + Integer.toUnsignedString(newGid));
+                }
+            }
+            b.setUid(newUid).setGid(newGid);
+            if (!isDir(cur.getMode())) {
+                int m = b.getMode() & ~S_ISUID;
+                if ((m & (S_ISGID | 0010)) == (S_ISGID | 0010)) {
+                    m &= ~S_ISGID;
+                }
+                b.setMode(m);
+            }
+        }
+        if ((v & SETATTR_SIZE) != 0) {
+            if (isDir(cur.getMode())) {
+                throw err(Status.EISDIR, "cannot truncate a directory");
+            }
+            if (!isReg(cur.getMode())) {
+                throw err(Status.EINVAL, "truncate of a non-regular file");
+            }
+            if (!permitted(c, cur, W)) {
+                throw err(Status.EACCES, "truncate needs write permission");
+            }
+            long size = r.getSize();
+            if (size < 0) {
+                throw err(Status.EFBIG, "size " + Long.toUnsignedString(size) + " exceeds the largest file size");
+            }
+            if (size != cur.getSize()) {
+                truncate(ino, b, size);
+                b.setMtimeNs(now);
+            }
+        }
+        boolean setA = (v & (SETATTR_ATIME | SETATTR_ATIME_NOW)) != 0;
+        boolean setM = (v & (SETATTR_MTIME | SETATTR_MTIME_NOW)) != 0;
+        if (setA || setM) {
+            boolean explicit = (setA && (v & SETATTR_ATIME_NOW) == 0) || (setM && (v & SETATTR_MTIME_NOW) == 0);
+            if (explicit && !isOwner(c, cur)) {
+                throw err(Status.EPERM, "setting explicit times needs ownership");
+            }
+            if (!explicit && !isOwner(c, cur) && !permitted(c, cur, W)) {
+                throw err(Status.EACCES, "setting times to now needs ownership or write permission");
+            }
+            if (setA) {
+                b.setAtimeNs((v & SETATTR_ATIME_NOW) != 0 ? now : r.getAtimeNs());
+            }
+            if (setM) {
+                b.setMtimeNs((v & SETATTR_MTIME_NOW) != 0 ? now : r.getMtimeNs());
+            }
+        }
+        b.setCtimeNs(now);
+        InodeRecord rec = b.build();
+        putInode(ino, rec);
+        return attr(ino, rec);
+    }
+
+    /** Changes the size of regular file {@code ino} (record in {@code b}) to {@code size}. */
+    private void truncate(long ino, InodeRecord.Builder b, long size) {
+        long old = b.getSize();
+        long ss = b.getLayout().getStripeSize();
+        if (Long.compareUnsigned(size, old) < 0 && ss > 0) {
+            long keep = size / ss + (size % ss != 0 ? 1 : 0); // stripes [0, keep) keep data
+            List<Extent> dropped = new ArrayList<>();
+            MdsSchema.scanExtents(txn, ino, keep, -1L, epoch, e -> dropped.add(e));
+            for (Extent e : dropped) {
+                freeBlock(ino, e);
+                MdsSchema.deleteExtent(txn, ino, e.getStripeIndex(), epoch);
+            }
+            long tail = size % ss;
+            if (tail != 0) {
+                Extent partial = MdsSchema.getExtent(txn, ino, size / ss, epoch);
+                if (partial != null && partial.getLength() > tail) {
+                    // Same block, fewer valid bytes: the block stays referenced, keeps its birth epoch.
+                    MdsSchema.putExtent(txn, ino, epoch, partial.toBuilder().setLength(tail).build());
+                }
+            }
+        }
+        addUsage(size - old, 0);
+        b.setSize(size);
+    }
+
+    // =============================================================================== xattrs
+
+    private enum XattrNs { USER, TRUSTED, SECURITY, SYSTEM }
+
+    private static XattrNs checkXattrName(byte[] name) {
+        if (name.length == 0 || name.length > NAME_MAX) {
+            throw err(Status.ERANGE, "xattr name of " + name.length + " bytes (1.." + NAME_MAX + ")");
+        }
+        for (byte b : name) {
+            if (b == 0) {
+                throw err(Status.EINVAL, "xattr name contains NUL");
+            }
+        }
+        String s = new String(name, StandardCharsets.ISO_8859_1);
+        XattrNs ns;
+        if (s.startsWith("user.")) {
+            ns = XattrNs.USER;
+        } else if (s.startsWith("trusted.")) {
+            ns = XattrNs.TRUSTED;
+        } else if (s.startsWith("security.")) {
+            ns = XattrNs.SECURITY;
+        } else if (s.startsWith("system.")) {
+            ns = XattrNs.SYSTEM;
+        } else {
+            throw err(Status.ENOTSUP, "xattr namespace of '" + show(name) + "' is not supported");
+        }
+        int dot = s.indexOf('.');
+        if (dot == s.length() - 1) {
+            throw err(Status.EINVAL, "xattr name without a suffix: '" + show(name) + "'");
+        }
+        return ns;
+    }
+
+    /** Linux xattr_permission for writes. */
+    private static void checkXattrWrite(Caller c, InodeRecord r, XattrNs ns) {
+        switch (ns) {
+            case SYSTEM -> throw err(Status.ENOTSUP, "system.* xattrs (POSIX ACLs) are not supported");
+            case TRUSTED, SECURITY -> {
+                if (c.getUid() != 0) {
+                    throw err(Status.EPERM, "only root writes trusted.* and security.* xattrs");
+                }
+            }
+            case USER -> {
+                if (!isReg(r.getMode()) && !isDir(r.getMode())) {
+                    throw err(Status.EPERM, "user.* xattrs only on regular files and directories");
+                }
+                if (isDir(r.getMode()) && (r.getMode() & S_ISVTX) != 0 && !isOwner(c, r)) {
+                    throw err(Status.EPERM, "user.* xattrs of a sticky directory: owner only");
+                }
+                access(c, r, W, "write xattr");
+            }
+        }
+    }
+
+    /**
+     * Sets xattr {@code name} (setxattr(2)); ctime = now.
+     *
+     * @throws FsException EEXIST (XATTR_CREATE and present), ENODATA (XATTR_REPLACE and absent),
+     *     E2BIG (value over 64 KiB), ERANGE (name empty or over 255 bytes), ENOTSUP (namespace),
+     *     EPERM, EACCES, EINVAL (flags), ENOENT
+     */
+    public void setxattr(Caller c, long ino, byte[] name, byte[] value, int flags, long now) {
+        requireWritable();
+        InodeRecord r = inode(ino);
+        if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0 || flags == (XATTR_CREATE | XATTR_REPLACE)) {
+            throw err(Status.EINVAL, "bad xattr flags " + flags);
+        }
+        XattrNs ns = checkXattrName(name);
+        if (value.length > XATTR_SIZE_MAX) {
+            throw err(Status.E2BIG, "xattr value of " + value.length + " bytes exceeds " + XATTR_SIZE_MAX);
+        }
+        checkXattrWrite(c, r, ns);
+        boolean exists = MdsSchema.getXattr(txn, ino, name, epoch) != null;
+        if (exists && (flags & XATTR_CREATE) != 0) {
+            throw err(Status.EEXIST, "xattr '" + show(name) + "' exists");
+        }
+        if (!exists && (flags & XATTR_REPLACE) != 0) {
+            throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
+        }
+        MdsSchema.putXattr(txn, ino, name, epoch, value);
+        putInode(ino, r.toBuilder().setCtimeNs(now).build());
+    }
+
+    /**
+     * Value of xattr {@code name} (getxattr(2)). The caller's buffer size (ERANGE) is the client's
+     * business: the whole value is returned.
+     *
+     * @throws FsException ENODATA (absent; also trusted.* for non-root, system.*), ERANGE (bad name),
+     *     ENOTSUP, EACCES (user.* without read permission), ENOENT
+     */
+    public byte[] getxattr(Caller c, long ino, byte[] name) {
+        InodeRecord r = inode(ino);
+        XattrNs ns = checkXattrName(name);
+        if (ns == XattrNs.TRUSTED && c.getUid() != 0 || ns == XattrNs.SYSTEM) {
+            throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
+        }
+        if (ns == XattrNs.USER) {
+            if (!isReg(r.getMode()) && !isDir(r.getMode())) {
+                throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
+            }
+            access(c, r, R, "read xattr");
+        }
+        byte[] v = MdsSchema.getXattr(txn, ino, name, epoch);
+        if (v == null) {
+            throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
+        }
+        return v;
+    }
+
+    /** Names of the xattrs of {@code ino} in byte order (listxattr(2)); trusted.* hidden from non-root. @throws FsException ENOENT */
+    public List<ByteString> listxattr(Caller c, long ino) {
+        inode(ino);
+        List<ByteString> out = new ArrayList<>();
+        byte[] trusted = "trusted.".getBytes(StandardCharsets.US_ASCII);
+        MdsSchema.scanXattrs(txn, ino, epoch, (n, v) -> {
+            ByteString bs = ByteString.copyFrom(n);
+            if (c.getUid() == 0 || !bs.startsWith(ByteString.copyFrom(trusted))) {
+                out.add(bs);
+            }
+            return true;
+        });
+        return out;
+    }
+
+    /** Removes xattr {@code name} (removexattr(2)); ctime = now. @throws FsException ENODATA, ERANGE, ENOTSUP, EPERM, EACCES, ENOENT */
+    public void removexattr(Caller c, long ino, byte[] name, long now) {
+        requireWritable();
+        InodeRecord r = inode(ino);
+        XattrNs ns = checkXattrName(name);
+        checkXattrWrite(c, r, ns);
+        if (MdsSchema.getXattr(txn, ino, name, epoch) == null) {
+            throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
+        }
+        MdsSchema.deleteXattr(txn, ino, name, epoch);
+        putInode(ino, r.toBuilder().setCtimeNs(now).build());
+    }
+
+    // =============================================================================== layouts
+
+    /**
+     * Validates a requested layout and normalizes it into a template: stripe_size > 0, a multiple
+     * of 64 KiB and at most 4 GiB; stripe_count 0 or -1 (0xFFFFFFFF) = all OSTs, else 1..#OSTs;
+     * explicit OST indices: registered, distinct, as many as stripe_count. Stored count 0 = all.
+     */
+    private Layout validateLayout(Layout l) {
+        long ss = l.getStripeSize();
+        if (ss <= 0 || ss % STRIPE_ALIGN != 0 || ss > MAX_STRIPE_SIZE) {
+            throw err(Status.EINVAL, "stripe_size " + Long.toUnsignedString(ss)
+                    + " must be a positive multiple of 64 KiB up to 4 GiB");
+        }
+        Set<Integer> registered = new HashSet<>();
+        for (OstInfo o : MdsSchema.listOsts(txn)) {
+            registered.add(o.getIndex());
+        }
+        int count = l.getStripeCount();
+        boolean all = count == 0 || count == -1;
+        if (l.getOstsCount() > 0) {
+            if (!all && count != l.getOstsCount()) {
+                throw err(Status.EINVAL, "stripe_count " + count + " but " + l.getOstsCount() + " OSTs listed");
+            }
+            Set<Integer> seen = new HashSet<>();
+            for (int o : l.getOstsList()) {
+                if (!registered.contains(o)) {
+                    throw err(Status.EINVAL, "OST " + Integer.toUnsignedString(o) + " is not registered");
+                }
+                if (!seen.add(o)) {
+                    throw err(Status.EINVAL, "OST " + Integer.toUnsignedString(o) + " listed twice");
+                }
+            }
+            return Layout.newBuilder().setStripeSize(ss).setStripeCount(l.getOstsCount()).addAllOsts(l.getOstsList()).build();
+        }
+        if (!all && (count < 1 || count > registered.size())) {
+            throw err(Status.EINVAL, "stripe_count " + Integer.toUnsignedString(count) + " not in 1.."
+                    + registered.size() + " (registered OSTs)");
+        }
+        return Layout.newBuilder().setStripeSize(ss).setStripeCount(all ? 0 : count).build();
+    }
+
+    /**
+     * Resolves a layout template for new file {@code ino}: an explicit OST list is kept; otherwise
+     * stripe_count OSTs (0: all registered) are taken in index order starting at position
+     * {@code ino mod #OSTs}, so files spread over the OSTs. With no OST registered the layout
+     * keeps stripe_count 0 and no OSTs (set one later with {@link #setLayout}).
+     */
+    private Layout resolveLayout(Layout template, long ino) {
+        if (template.getOstsCount() > 0) {
+            return template;
+        }
+        List<OstInfo> osts = MdsSchema.listOsts(txn);
+        int n = osts.size();
+        if (n == 0) {
+            return template.toBuilder().setStripeCount(0).build();
+        }
+        int count = template.getStripeCount() == 0 ? n : Math.min(template.getStripeCount(), n);
+        int start = (int) Long.remainderUnsigned(ino, n);
+        Layout.Builder b = Layout.newBuilder().setStripeSize(template.getStripeSize()).setStripeCount(count);
+        for (int i = 0; i < count; i++) {
+            b.addOsts(osts.get((start + i) % n).getIndex());
+        }
+        return b.build();
+    }
+
+    /**
+     * Sets the layout of a directory (the default for files created in it, and copied by new
+     * subdirectories) or of a regular file without extents (resolved now, like a new file).
+     * Owner or root only. Returns the stored layout (a directory's template keeps count 0 = all).
+     *
+     * @throws FsException EINVAL (bad layout, or not a directory/regular file), EBUSY (file has
+     *     extents), EPERM (not the owner), ENOENT
+     */
+    public Layout setLayout(Caller c, long ino, Layout layout, long now) {
+        requireWritable();
+        InodeRecord r = inode(ino);
+        if (!isOwner(c, r)) {
+            throw err(Status.EPERM, "only the owner sets a layout");
+        }
+        Layout template = validateLayout(layout);
+        Layout stored;
+        if (isDir(r.getMode())) {
+            stored = template;
+        } else if (isReg(r.getMode())) {
+            boolean[] any = {false};
+            MdsSchema.scanExtents(txn, ino, 0, -1L, epoch, e -> {
+                any[0] = true;
+                return false;
+            });
+            if (any[0]) {
+                throw err(Status.EBUSY, "file has data: its layout is fixed");
+            }
+            stored = resolveLayout(template, ino);
+        } else {
+            throw err(Status.EINVAL, "layouts apply to directories and regular files");
+        }
+        putInode(ino, r.toBuilder().setLayout(stored).setCtimeNs(now).build());
+        return stored;
+    }
+
+    // =============================================================================== extents
+
+    /**
+     * Commits extents written since open (one Raft operation): each replaces the extent of its
+     * stripe at the current epoch (a replaced block goes to the GC queue unless it is the same
+     * block), with birth_epoch = the current epoch; size = max(size, newSize); mtime = mtimeNs
+     * (0: now); ctime = now. A non-root writer clears S_ISUID, and S_ISGID with group-exec (Linux
+     * file_remove_privs). No permission check (checked at open, see the class comment).
+     *
+     * @throws FsException ENOENT, EISDIR, EINVAL (not a regular file, no layout, length 0 or over
+     *     the stripe size, OST not the layout's OST for that stripe, duplicate stripe, extent past
+     *     the end of the file), EFBIG
+     */
+    public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, long now) {
+        requireWritable();
+        InodeRecord r = inode(ino);
+        if (isDir(r.getMode())) {
+            throw err(Status.EISDIR, "inode " + Long.toUnsignedString(ino) + " is a directory");
+        }
+        if (!isReg(r.getMode())) {
+            throw err(Status.EINVAL, "inode " + Long.toUnsignedString(ino) + " is not a regular file");
+        }
+        if (newSize < 0) {
+            throw err(Status.EFBIG, "size " + Long.toUnsignedString(newSize) + " exceeds the largest file size");
+        }
+        long size = Math.max(r.getSize(), newSize);
+        Layout l = r.getLayout();
+        long ss = l.getStripeSize();
+        if (!extents.isEmpty() && (ss <= 0 || l.getOstsCount() == 0)) {
+            throw err(Status.EINVAL, "file has no resolved layout (no OSTs registered at create?)");
+        }
+        Set<Long> seen = new HashSet<>();
+        for (Extent e : extents) {
+            long k = e.getStripeIndex();
+            if (!seen.add(k)) {
+                throw err(Status.EINVAL, "stripe " + Long.toUnsignedString(k) + " committed twice");
+            }
+            if (e.getLength() <= 0 || e.getLength() > ss) {
+                throw err(Status.EINVAL, "extent length " + Long.toUnsignedString(e.getLength()) + " not in 1.." + ss);
+            }
+            if (e.getBlockKey().isEmpty()) {
+                throw err(Status.EINVAL, "extent without a block key");
+            }
+            if (e.getBlockOffset() < 0) {
+                throw err(Status.EINVAL, "negative block offset");
+            }
+            int want = l.getOsts((int) Long.remainderUnsigned(k, l.getOstsCount()));
+            if (e.getOst() != want) {
+                throw err(Status.EINVAL, "stripe " + Long.toUnsignedString(k) + " belongs to OST " + want + ", not " + e.getOst());
+            }
+            if (k < 0 || k > (Long.MAX_VALUE - e.getLength()) / ss || k * ss + e.getLength() > size) {
+                throw err(Status.EINVAL, "extent of stripe " + Long.toUnsignedString(k) + " ends past the file size " + size);
+            }
+        }
+        for (Extent e : extents) {
+            Extent old = MdsSchema.getExtent(txn, ino, e.getStripeIndex(), epoch);
+            if (old != null && !(old.getOst() == e.getOst() && old.getBlockKey().equals(e.getBlockKey()))) {
+                freeBlock(ino, old);
+            }
+            MdsSchema.putExtent(txn, ino, epoch, e.toBuilder().setBirthEpoch(epoch).build());
+        }
+        InodeRecord.Builder b = r.toBuilder().setSize(size).setMtimeNs(mtimeNs != 0 ? mtimeNs : now).setCtimeNs(now);
+        if (c.getUid() != 0) {
+            int m = b.getMode() & ~S_ISUID;
+            if ((m & (S_ISGID | 0010)) == (S_ISGID | 0010)) {
+                m &= ~S_ISGID;
+            }
+            b.setMode(m);
+        }
+        addUsage(size - r.getSize(), 0);
+        InodeRecord rec = b.build();
+        putInode(ino, rec);
+        return attr(ino, rec);
+    }
+
+    /**
+     * Extents of regular file {@code ino} with stripe index in {@code [fromStripe, toStripe)},
+     * ascending; {@code toStripe} 0 means "to the end".
+     *
+     * @throws FsException ENOENT, EISDIR, EINVAL (not a regular file)
+     */
+    public List<Extent> getExtents(Caller c, long ino, long fromStripe, long toStripe) {
+        InodeRecord r = inode(ino);
+        if (isDir(r.getMode())) {
+            throw err(Status.EISDIR, "inode " + Long.toUnsignedString(ino) + " is a directory");
+        }
+        if (!isReg(r.getMode())) {
+            throw err(Status.EINVAL, "inode " + Long.toUnsignedString(ino) + " is not a regular file");
+        }
+        List<Extent> out = new ArrayList<>();
+        MdsSchema.scanExtents(txn, ino, fromStripe, toStripe == 0 ? -1L : toStripe, epoch, out::add);
+        return out;
+    }
+
+    // =============================================================================== OST / OSS
+
+    /**
+     * Registers or updates an OST (root only): endpoint and bucket must be non-empty.
+     *
+     * @throws FsException EPERM (non-root), EINVAL
+     */
+    public void registerOst(Caller c, OstInfo ost) {
+        requireWritable();
+        if (c.getUid() != 0) {
+            throw err(Status.EPERM, "only root registers OSTs");
+        }
+        if (ost.getEndpoint().isBlank() || ost.getBucket().isBlank()) {
+            throw err(Status.EINVAL, "OST needs an endpoint and a bucket");
+        }
+        MdsSchema.putOst(txn, ost);
+    }
+
+    /** All registered OSTs by index. */
+    public List<OstInfo> listOsts(Caller c) {
+        return MdsSchema.listOsts(txn);
+    }
+
+    /** Registers an OSS gRPC address (root only, idempotent). @throws FsException EPERM, EINVAL (blank address) */
+    public void registerOss(Caller c, OssInfo oss) {
+        requireWritable();
+        if (c.getUid() != 0) {
+            throw err(Status.EPERM, "only root registers OSSes");
+        }
+        if (oss.getAddress().isBlank()) {
+            throw err(Status.EINVAL, "OSS needs an address");
+        }
+        MdsSchema.putOss(txn, oss);
+    }
+
+    /** All registered OSSes by address. */
+    public List<OssInfo> listOss(Caller c) {
+        return MdsSchema.listOss(txn);
+    }
+}

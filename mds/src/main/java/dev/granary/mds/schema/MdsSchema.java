@@ -1,0 +1,477 @@
+package dev.granary.mds.schema;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.protobuf.MessageLite;
+import com.google.protobuf.Parser;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.OssInfo;
+import dev.granary.mds.proto.OstInfo;
+import dev.granary.mds.schema.proto.DentryRecord;
+import dev.granary.mds.schema.proto.GcRecord;
+import dev.granary.mds.schema.proto.InodeRecord;
+import dev.granary.mds.schema.proto.UsageRecord;
+import dev.granary.raft.KvIterator;
+import dev.granary.raft.KvReader;
+import dev.granary.raft.KvTxn;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * THE schema of the MDS RocksDB: every column family and every key/value codec. Nobody builds
+ * byte keys elsewhere. All integers in keys are big-endian (so byte order = numeric order for
+ * unsigned values); {@code ~e} is the bitwise complement of the epoch, so the newest version of a
+ * key sorts first.
+ *
+ * <table>
+ * <caption>Column families and key formats</caption>
+ * <tr><th>CF</th><th>key</th><th>value</th></tr>
+ * <tr><td>{@code inodes}</td><td>ino(8) ~epoch(8)</td><td>version: {@link InodeRecord}</td></tr>
+ * <tr><td>{@code dentries}</td><td>parent(8) name(1..255) 0x00 ~epoch(8)</td><td>version: {@link DentryRecord}</td></tr>
+ * <tr><td>{@code xattrs}</td><td>ino(8) name(1..255) 0x00 ~epoch(8)</td><td>version: raw xattr value bytes</td></tr>
+ * <tr><td>{@code extents}</td><td>ino(8) stripeIndex(8) ~epoch(8)</td><td>version: {@link Extent}</td></tr>
+ * <tr><td>{@code meta}</td><td>"epoch"</td><td>current epoch, 8 bytes (absent: 1)</td></tr>
+ * <tr><td>{@code meta}</td><td>"next_ino"</td><td>next inode number to allocate, 8 bytes (absent: 2; root = 1)</td></tr>
+ * <tr><td>{@code meta}</td><td>"gc_seq"</td><td>next gc sequence number, 8 bytes (absent: 0)</td></tr>
+ * <tr><td>{@code meta}</td><td>"usage"</td><td>{@link UsageRecord} (absent: 0 bytes, 1 inode = root)</td></tr>
+ * <tr><td>{@code meta}</td><td>"ost/" index(4)</td><td>{@link OstInfo}</td></tr>
+ * <tr><td>{@code meta}</td><td>"oss/" address(UTF-8)</td><td>{@link OssInfo}</td></tr>
+ * <tr><td>{@code gc}</td><td>seq(8)</td><td>{@link GcRecord}: a freed block reference</td></tr>
+ * </table>
+ *
+ * <p><b>Versions.</b> The four namespace families (inodes, dentries, xattrs, extents) are
+ * multi-versioned: key = fields + {@code ~epoch}. A "version" value is one tag byte
+ * ({@code 0} = tombstone, {@code 1} = live) then the payload. Reading at epoch E seeks to
+ * fields + {@code ~E} and takes the first entry with the same fields: the newest version written
+ * at or before E. Names never contain NUL, so the 0x00 terminator keeps "a" and its versions
+ * before "a\x01..." and "ab". Writing a version at the current epoch overwrites a version of the
+ * same epoch. Deleting at epoch E writes a tombstone at E when an older version exists (some
+ * snapshot may see it); when no older version exists, the key of epoch E (if any) is simply
+ * removed, since no reader at any epoch can see a difference and the current epoch is never a
+ * snapshot's epoch. Range scans ({@link #scanDentries}, {@link #scanExtents},
+ * {@link #scanXattrs}) yield the newest version at or before E of each key and skip tombstones.
+ */
+public final class MdsSchema {
+    private MdsSchema() {}
+
+    /** CF of inode versions. */
+    public static final String INODES = "inodes";
+    /** CF of directory entry versions. */
+    public static final String DENTRIES = "dentries";
+    /** CF of xattr versions. */
+    public static final String XATTRS = "xattrs";
+    /** CF of extent versions. */
+    public static final String EXTENTS = "extents";
+    /** CF of unversioned metadata: epoch, counters, OST and OSS tables. */
+    public static final String META = "meta";
+    /** CF of the GC queue: freed block references. */
+    public static final String GC = "gc";
+    /** All column families of the MDS, in declaration order. */
+    public static final List<String> COLUMN_FAMILIES = List.of(INODES, DENTRIES, XATTRS, EXTENTS, META, GC);
+
+    /** The root directory's inode number. */
+    public static final long ROOT_INO = 1;
+    /** The first epoch of a fresh filesystem. */
+    public static final long FIRST_EPOCH = 1;
+
+    private static final byte TOMBSTONE = 0;
+    private static final byte LIVE = 1;
+    private static final int EPOCH_LEN = 8;
+
+    private static final byte[] META_EPOCH = ascii("epoch");
+    private static final byte[] META_NEXT_INO = ascii("next_ino");
+    private static final byte[] META_GC_SEQ = ascii("gc_seq");
+    private static final byte[] META_USAGE = ascii("usage");
+    private static final byte[] META_OST_PREFIX = ascii("ost/");
+    private static final byte[] META_OSS_PREFIX = ascii("oss/");
+
+    // ------------------------------------------------------------------ key building blocks
+
+    private static byte[] ascii(String s) {
+        return s.getBytes(StandardCharsets.US_ASCII);
+    }
+
+    private static byte[] be64(long v) {
+        return ByteBuffer.allocate(8).putLong(v).array();
+    }
+
+    private static long be64(byte[] b, int off) {
+        return ByteBuffer.wrap(b, off, 8).getLong();
+    }
+
+    private static byte[] concat(byte[]... parts) {
+        int n = 0;
+        for (byte[] p : parts) {
+            n += p.length;
+        }
+        byte[] out = new byte[n];
+        int o = 0;
+        for (byte[] p : parts) {
+            System.arraycopy(p, 0, out, o, p.length);
+            o += p.length;
+        }
+        return out;
+    }
+
+    private static boolean startsWith(byte[] key, byte[] prefix) {
+        return key.length >= prefix.length && Arrays.equals(key, 0, prefix.length, prefix, 0, prefix.length);
+    }
+
+    /** The full key of the version of {@code fields} written at {@code epoch}: fields + be64(~epoch). */
+    static byte[] versionKey(byte[] fields, long epoch) {
+        return concat(fields, be64(~epoch));
+    }
+
+    /** The epoch of a versioned key. */
+    static long epochOf(byte[] key) {
+        return ~be64(key, key.length - EPOCH_LEN);
+    }
+
+    private static byte[] fieldsOf(byte[] key) {
+        return Arrays.copyOf(key, key.length - EPOCH_LEN);
+    }
+
+    static byte[] inodeFields(long ino) {
+        return be64(ino);
+    }
+
+    static byte[] dentryPrefix(long parent) {
+        return be64(parent);
+    }
+
+    static byte[] dentryFields(long parent, byte[] name) {
+        return concat(be64(parent), name, new byte[] {0});
+    }
+
+    static byte[] xattrFields(long ino, byte[] name) {
+        return concat(be64(ino), name, new byte[] {0});
+    }
+
+    static byte[] extentFields(long ino, long stripe) {
+        return concat(be64(ino), be64(stripe));
+    }
+
+    // ------------------------------------------------------------------ versioned primitives
+
+    /** Payload of the newest version of {@code fields} at or before {@code epoch}; null if none or a tombstone. */
+    static byte[] getVersioned(KvReader r, String cf, byte[] fields, long epoch) {
+        try (KvIterator it = r.seek(cf, versionKey(fields, epoch))) {
+            if (!it.valid()) {
+                return null;
+            }
+            byte[] key = it.key();
+            if (key.length != fields.length + EPOCH_LEN || !startsWith(key, fields)) {
+                return null;
+            }
+            return payload(it.value(), cf, key);
+        }
+    }
+
+    /** True when some version (live or tombstone) of {@code fields} exists at an epoch before {@code epoch}. */
+    static boolean hasVersionBefore(KvReader r, String cf, byte[] fields, long epoch) {
+        if (epoch <= 0) {
+            return false;
+        }
+        try (KvIterator it = r.seek(cf, versionKey(fields, epoch - 1))) {
+            if (!it.valid()) {
+                return false;
+            }
+            byte[] key = it.key();
+            return key.length == fields.length + EPOCH_LEN && startsWith(key, fields);
+        }
+    }
+
+    static void putVersioned(KvTxn t, String cf, byte[] fields, long epoch, byte[] payload) {
+        byte[] v = new byte[payload.length + 1];
+        v[0] = LIVE;
+        System.arraycopy(payload, 0, v, 1, payload.length);
+        t.put(cf, versionKey(fields, epoch), v);
+    }
+
+    static void deleteVersioned(KvTxn t, String cf, byte[] fields, long epoch) {
+        if (hasVersionBefore(t, cf, fields, epoch)) {
+            t.put(cf, versionKey(fields, epoch), new byte[] {TOMBSTONE});
+        } else {
+            t.delete(cf, versionKey(fields, epoch));
+        }
+    }
+
+    private static byte[] payload(byte[] v, String cf, byte[] key) {
+        if (v.length == 0 || (v[0] != LIVE && v[0] != TOMBSTONE)) {
+            throw new IllegalStateException("corrupt version value in CF " + cf + " at key " + hex(key));
+        }
+        return v[0] == TOMBSTONE ? null : Arrays.copyOfRange(v, 1, v.length);
+    }
+
+    /** Receives one live version of a range scan; return false to stop. */
+    @FunctionalInterface
+    interface RawVisitor {
+        boolean visit(byte[] fields, byte[] payload);
+    }
+
+    /**
+     * Visits, in key order, the newest version at or before {@code epoch} of every key whose
+     * fields start with {@code prefix} and are {@code >= from} (from starts with prefix), skipping
+     * newer versions, older versions and tombstones.
+     */
+    static void scanVersioned(KvReader r, String cf, byte[] prefix, byte[] from, long epoch, RawVisitor v) {
+        try (KvIterator it = r.seek(cf, from)) {
+            byte[] done = null; // fields whose visible version was already decided
+            for (; it.valid(); it.next()) {
+                byte[] key = it.key();
+                if (!startsWith(key, prefix)) {
+                    return;
+                }
+                if (key.length < prefix.length + EPOCH_LEN) {
+                    throw new IllegalStateException("corrupt key in CF " + cf + ": " + hex(key));
+                }
+                if (Long.compareUnsigned(epochOf(key), epoch) > 0) {
+                    continue; // newer than the read epoch
+                }
+                byte[] fields = fieldsOf(key);
+                if (done != null && Arrays.equals(done, fields)) {
+                    continue; // an older version of a key already decided
+                }
+                done = fields;
+                byte[] p = payload(it.value(), cf, key);
+                if (p != null && !v.visit(fields, p)) {
+                    return;
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ typed codecs
+
+    private static <T extends MessageLite> T parse(Parser<T> parser, byte[] b, String what) {
+        try {
+            return parser.parseFrom(b);
+        } catch (InvalidProtocolBufferException e) {
+            throw new IllegalStateException("corrupt " + what + " record: " + e.getMessage(), e);
+        }
+    }
+
+    /** The inode {@code ino} as of {@code epoch}, or null if it does not exist then. */
+    public static InodeRecord getInode(KvReader r, long ino, long epoch) {
+        byte[] p = getVersioned(r, INODES, inodeFields(ino), epoch);
+        return p == null ? null : parse(InodeRecord.parser(), p, "inode " + ino);
+    }
+
+    /** Writes the version of inode {@code ino} at {@code epoch}. */
+    public static void putInode(KvTxn t, long ino, long epoch, InodeRecord rec) {
+        putVersioned(t, INODES, inodeFields(ino), epoch, rec.toByteArray());
+    }
+
+    /** Deletes inode {@code ino} as of {@code epoch} (tombstone when older versions exist). */
+    public static void deleteInode(KvTxn t, long ino, long epoch) {
+        deleteVersioned(t, INODES, inodeFields(ino), epoch);
+    }
+
+    /** The entry {@code name} of directory {@code parent} as of {@code epoch}, or null. */
+    public static DentryRecord getDentry(KvReader r, long parent, byte[] name, long epoch) {
+        byte[] p = getVersioned(r, DENTRIES, dentryFields(parent, name), epoch);
+        return p == null ? null : parse(DentryRecord.parser(), p, "dentry");
+    }
+
+    /** Writes the entry {@code name} of {@code parent} at {@code epoch}. */
+    public static void putDentry(KvTxn t, long parent, byte[] name, long epoch, DentryRecord rec) {
+        putVersioned(t, DENTRIES, dentryFields(parent, name), epoch, rec.toByteArray());
+    }
+
+    /** Deletes the entry {@code name} of {@code parent} as of {@code epoch}. */
+    public static void deleteDentry(KvTxn t, long parent, byte[] name, long epoch) {
+        deleteVersioned(t, DENTRIES, dentryFields(parent, name), epoch);
+    }
+
+    /** Receives a directory entry of a scan; return false to stop. */
+    @FunctionalInterface
+    public interface DentryVisitor {
+        boolean visit(byte[] name, DentryRecord rec);
+    }
+
+    /**
+     * Visits the entries of {@code parent} visible at {@code epoch} whose names are strictly
+     * greater than {@code after} (byte order; empty: from the first), in name order.
+     */
+    public static void scanDentries(KvReader r, long parent, byte[] after, long epoch, DentryVisitor v) {
+        byte[] prefix = dentryPrefix(parent);
+        // Keys of names > after start at parent + after + 0x01 (names never contain NUL).
+        byte[] from = after.length == 0 ? prefix : concat(prefix, after, new byte[] {1});
+        scanVersioned(r, DENTRIES, prefix, from, epoch, (fields, p) -> v.visit(
+                Arrays.copyOfRange(fields, 8, fields.length - 1), parse(DentryRecord.parser(), p, "dentry")));
+    }
+
+    /** The value of xattr {@code name} of {@code ino} as of {@code epoch}, or null. */
+    public static byte[] getXattr(KvReader r, long ino, byte[] name, long epoch) {
+        return getVersioned(r, XATTRS, xattrFields(ino, name), epoch);
+    }
+
+    /** Writes xattr {@code name} of {@code ino} at {@code epoch}. */
+    public static void putXattr(KvTxn t, long ino, byte[] name, long epoch, byte[] value) {
+        putVersioned(t, XATTRS, xattrFields(ino, name), epoch, value);
+    }
+
+    /** Deletes xattr {@code name} of {@code ino} as of {@code epoch}. */
+    public static void deleteXattr(KvTxn t, long ino, byte[] name, long epoch) {
+        deleteVersioned(t, XATTRS, xattrFields(ino, name), epoch);
+    }
+
+    /** Receives an xattr of a scan; return false to stop. */
+    @FunctionalInterface
+    public interface XattrVisitor {
+        boolean visit(byte[] name, byte[] value);
+    }
+
+    /** Visits the xattrs of {@code ino} visible at {@code epoch}, in name order. */
+    public static void scanXattrs(KvReader r, long ino, long epoch, XattrVisitor v) {
+        byte[] prefix = be64(ino);
+        scanVersioned(r, XATTRS, prefix, prefix, epoch,
+                (fields, p) -> v.visit(Arrays.copyOfRange(fields, 8, fields.length - 1), p));
+    }
+
+    /** The extent of stripe {@code stripe} of {@code ino} as of {@code epoch}, or null. */
+    public static Extent getExtent(KvReader r, long ino, long stripe, long epoch) {
+        byte[] p = getVersioned(r, EXTENTS, extentFields(ino, stripe), epoch);
+        return p == null ? null : parse(Extent.parser(), p, "extent");
+    }
+
+    /** Writes the extent of stripe {@code e.getStripeIndex()} of {@code ino} at {@code epoch}. */
+    public static void putExtent(KvTxn t, long ino, long epoch, Extent e) {
+        putVersioned(t, EXTENTS, extentFields(ino, e.getStripeIndex()), epoch, e.toByteArray());
+    }
+
+    /** Deletes the extent of stripe {@code stripe} of {@code ino} as of {@code epoch}. */
+    public static void deleteExtent(KvTxn t, long ino, long stripe, long epoch) {
+        deleteVersioned(t, EXTENTS, extentFields(ino, stripe), epoch);
+    }
+
+    /** Receives an extent of a scan; return false to stop. */
+    @FunctionalInterface
+    public interface ExtentVisitor {
+        boolean visit(Extent e);
+    }
+
+    /**
+     * Visits the extents of {@code ino} visible at {@code epoch} with stripe index in
+     * {@code [fromStripe, toStripe)} (unsigned), ascending.
+     */
+    public static void scanExtents(KvReader r, long ino, long fromStripe, long toStripe, long epoch, ExtentVisitor v) {
+        byte[] prefix = be64(ino);
+        scanVersioned(r, EXTENTS, prefix, extentFields(ino, fromStripe), epoch, (fields, p) -> {
+            long stripe = be64(fields, 8);
+            if (Long.compareUnsigned(stripe, toStripe) >= 0) {
+                return false;
+            }
+            return v.visit(parse(Extent.parser(), p, "extent"));
+        });
+    }
+
+    // ------------------------------------------------------------------ meta
+
+    private static long getLong(KvReader r, byte[] key, long dflt) {
+        byte[] v = r.get(META, key);
+        if (v == null) {
+            return dflt;
+        }
+        if (v.length != 8) {
+            throw new IllegalStateException("corrupt meta value under " + new String(key, StandardCharsets.US_ASCII));
+        }
+        return be64(v, 0);
+    }
+
+    /** The current (live) epoch: every namespace write is versioned with it. */
+    public static long currentEpoch(KvReader r) {
+        return getLong(r, META_EPOCH, FIRST_EPOCH);
+    }
+
+    /**
+     * Sets the current epoch. Package-private: only a snapshot operation (later) and schema tests
+     * advance it.
+     */
+    static void setCurrentEpoch(KvTxn t, long epoch) {
+        if (epoch < FIRST_EPOCH) {
+            throw new IllegalArgumentException("epoch must be >= 1: " + epoch);
+        }
+        t.put(META, META_EPOCH, be64(epoch));
+    }
+
+    /** Allocates the next inode number (deterministic: a counter in meta; root = 1, first file = 2). */
+    public static long allocateIno(KvTxn t) {
+        long ino = getLong(t, META_NEXT_INO, ROOT_INO + 1);
+        t.put(META, META_NEXT_INO, be64(ino + 1));
+        return ino;
+    }
+
+    /** The usage counters. */
+    public static UsageRecord getUsage(KvReader r) {
+        byte[] v = r.get(META, META_USAGE);
+        return v == null ? UsageRecord.newBuilder().setUsedInodes(1).build() : parse(UsageRecord.parser(), v, "usage");
+    }
+
+    /** Replaces the usage counters. */
+    public static void putUsage(KvTxn t, UsageRecord u) {
+        t.put(META, META_USAGE, u.toByteArray());
+    }
+
+    /** Registers or replaces OST {@code ost.getIndex()}. */
+    public static void putOst(KvTxn t, OstInfo ost) {
+        t.put(META, concat(META_OST_PREFIX, ByteBuffer.allocate(4).putInt(ost.getIndex()).array()), ost.toByteArray());
+    }
+
+    /** All registered OSTs, by index ascending (unsigned). */
+    public static List<OstInfo> listOsts(KvReader r) {
+        List<OstInfo> out = new ArrayList<>();
+        try (KvIterator it = r.seek(META, META_OST_PREFIX)) {
+            for (; it.valid() && startsWith(it.key(), META_OST_PREFIX); it.next()) {
+                out.add(parse(OstInfo.parser(), it.value(), "OST"));
+            }
+        }
+        return out;
+    }
+
+    /** Registers an OSS (idempotent: keyed by address). */
+    public static void putOss(KvTxn t, OssInfo oss) {
+        t.put(META, concat(META_OSS_PREFIX, oss.getAddress().getBytes(StandardCharsets.UTF_8)), oss.toByteArray());
+    }
+
+    /** All registered OSSes, by address. */
+    public static List<OssInfo> listOss(KvReader r) {
+        List<OssInfo> out = new ArrayList<>();
+        try (KvIterator it = r.seek(META, META_OSS_PREFIX)) {
+            for (; it.valid() && startsWith(it.key(), META_OSS_PREFIX); it.next()) {
+                out.add(parse(OssInfo.parser(), it.value(), "OSS"));
+            }
+        }
+        return out;
+    }
+
+    // ------------------------------------------------------------------ gc
+
+    /** Appends a freed block reference to the GC queue under the next sequence number. */
+    public static void appendGc(KvTxn t, GcRecord rec) {
+        long seq = getLong(t, META_GC_SEQ, 0);
+        t.put(META, META_GC_SEQ, be64(seq + 1));
+        t.put(GC, be64(seq), rec.toByteArray());
+    }
+
+    /** The GC queue in sequence order (for the GC worker and tests). */
+    public static List<GcRecord> listGc(KvReader r) {
+        List<GcRecord> out = new ArrayList<>();
+        try (KvIterator it = r.seek(GC, new byte[0])) {
+            for (; it.valid(); it.next()) {
+                out.add(parse(GcRecord.parser(), it.value(), "gc"));
+            }
+        }
+        return out;
+    }
+
+    static String hex(byte[] b) {
+        StringBuilder sb = new StringBuilder();
+        for (byte x : b) {
+            sb.append(String.format("%02x", x & 0xff));
+        }
+        return sb.toString();
+    }
+}

@@ -1,0 +1,169 @@
+package dev.granary.mds.server;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import dev.granary.mds.FsException;
+import dev.granary.mds.namespace.Namespace;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.MdsRequest;
+import dev.granary.mds.proto.MdsResponse;
+import dev.granary.mds.proto.Status;
+import dev.granary.mds.schema.BufferedTxn;
+import dev.granary.mds.schema.MdsSchema;
+import dev.granary.raft.KvApplier;
+import dev.granary.raft.KvReader;
+import dev.granary.raft.KvTxn;
+import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The MDS as a {@link KvApplier}: decodes {@link MdsRequest}s and runs them on a
+ * {@link Namespace}. {@link #prepare} stamps the leader's clock into {@code now_ns};
+ * {@link #apply} runs mutations (and reads sent as mutations) into a {@link BufferedTxn} and
+ * copies its writes into the Raft transaction only on success, so a user error (an errno reply)
+ * writes nothing; {@link #query} answers reads at the current epoch. A malformed request is a
+ * user error (EINVAL). Any other exception (a bug, corruption, a RocksDB failure) propagates:
+ * the raft layer stops the peer rather than let it diverge.
+ */
+public final class MdsStateMachine implements KvApplier {
+    private static final Logger log = LoggerFactory.getLogger(MdsStateMachine.class);
+
+    /** Creates the state machine (stateless: all state is in the database). */
+    public MdsStateMachine() {}
+
+    /** The MDS column families ({@link MdsSchema#COLUMN_FAMILIES}). */
+    @Override
+    public List<String> columnFamilies() {
+        return MdsSchema.COLUMN_FAMILIES;
+    }
+
+    /** Stamps {@code now_ns} (leader clock, ns since the Unix epoch); malformed bytes pass unchanged. */
+    @Override
+    public byte[] prepare(byte[] request, long nowNanos) {
+        try {
+            return MdsRequest.parseFrom(request).toBuilder().setNowNs(nowNanos).build().toByteArray();
+        } catch (InvalidProtocolBufferException e) {
+            return request; // apply answers EINVAL
+        }
+    }
+
+    /** Applies one mutation; returns MdsResponse bytes. */
+    @Override
+    public byte[] apply(long logIndex, byte[] request, KvTxn txn) {
+        MdsRequest r;
+        try {
+            r = MdsRequest.parseFrom(request);
+        } catch (InvalidProtocolBufferException e) {
+            return error(Status.EINVAL, "malformed MdsRequest: " + e.getMessage());
+        }
+        BufferedTxn buf = new BufferedTxn(txn);
+        try {
+            Namespace ns = Namespace.live(buf);
+            ns.ensureRoot(r.getNowNs());
+            MdsResponse resp = dispatch(ns, r, true);
+            buf.flushTo(txn);
+            return resp.toByteArray();
+        } catch (FsException e) {
+            if (log.isDebugEnabled()) {
+                log.debug("log index {}: {} -> {}", logIndex, r.getOpCase(), e.getMessage());
+            }
+            return error(e.status(), message(e));
+        }
+    }
+
+    /** Answers a read-only request at the current epoch; a mutation sent here gets EINVAL. */
+    @Override
+    public byte[] query(byte[] request, KvReader reader) {
+        MdsRequest r;
+        try {
+            r = MdsRequest.parseFrom(request);
+        } catch (InvalidProtocolBufferException e) {
+            return error(Status.EINVAL, "malformed MdsRequest: " + e.getMessage());
+        }
+        try {
+            return dispatch(Namespace.readOnly(reader), r, false).toByteArray();
+        } catch (FsException e) {
+            return error(e.status(), message(e));
+        }
+    }
+
+    private static String message(FsException e) {
+        String m = e.getMessage();
+        String prefix = e.status().name() + ": ";
+        return m != null && m.startsWith(prefix) ? m.substring(prefix.length()) : (m == null ? "" : m);
+    }
+
+    private static byte[] error(Status s, String message) {
+        return MdsResponse.newBuilder().setStatus(s).setMessage(message).build().toByteArray();
+    }
+
+    private static MdsResponse dispatch(Namespace ns, MdsRequest r, boolean mutable) {
+        Caller c = r.getCaller();
+        long now = r.getNowNs();
+        MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
+        switch (r.getOpCase()) {
+            // ---- reads
+            case LOOKUP -> out.setAttr(ns.lookup(c, r.getLookup().getParent(), r.getLookup().getName().toByteArray()));
+            case GETATTR -> out.setAttr(ns.getattr(c, r.getGetattr().getIno()));
+            case READDIR -> {
+                var q = r.getReaddir();
+                Namespace.DirPage p = ns.readdir(c, q.getIno(), q.getAfter().toByteArray(), q.getLimit());
+                out.addAllEntries(p.entries()).setMore(p.more());
+            }
+            case READLINK -> out.setValue(com.google.protobuf.ByteString.copyFrom(ns.readlink(c, r.getReadlink().getIno())));
+            case GETXATTR -> out.setValue(com.google.protobuf.ByteString.copyFrom(
+                    ns.getxattr(c, r.getGetxattr().getIno(), r.getGetxattr().getName().toByteArray())));
+            case LISTXATTR -> out.addAllNames(ns.listxattr(c, r.getListxattr().getIno()));
+            case STATFS -> out.setStatfs(ns.statfs(c));
+            case GET_EXTENTS -> {
+                var q = r.getGetExtents();
+                out.addAllExtents(ns.getExtents(c, q.getIno(), q.getFromStripe(), q.getToStripe()));
+            }
+            case LIST_OSTS -> out.addAllOsts(ns.listOsts(c));
+            case LIST_OSS -> out.addAllOsses(ns.listOss(c));
+            case OP_NOT_SET -> throw new FsException(Status.EINVAL, "request without an operation");
+            default -> {
+                if (!mutable) {
+                    throw new FsException(Status.EINVAL, r.getOpCase() + " is a mutation: send it as a write");
+                }
+                mutate(ns, r, c, now, out);
+            }
+        }
+        return out.build();
+    }
+
+    private static void mutate(Namespace ns, MdsRequest r, Caller c, long now, MdsResponse.Builder out) {
+        switch (r.getOpCase()) {
+            case SETATTR -> out.setAttr(ns.setattr(c, r.getSetattr(), now));
+            case CREATE -> out.setAttr(ns.create(c, r.getCreate(), now));
+            case MKDIR -> {
+                var q = r.getMkdir();
+                out.setAttr(ns.mkdir(c, q.getParent(), q.getName().toByteArray(), q.getMode(), now));
+            }
+            case UNLINK -> ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(), now);
+            case RMDIR -> ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now);
+            case RENAME -> ns.rename(c, r.getRename(), now);
+            case SYMLINK -> {
+                var q = r.getSymlink();
+                out.setAttr(ns.symlink(c, q.getParent(), q.getName().toByteArray(), q.getTarget().toByteArray(), now));
+            }
+            case LINK -> {
+                var q = r.getLink();
+                out.setAttr(ns.link(c, q.getIno(), q.getNewParent(), q.getNewName().toByteArray(), now));
+            }
+            case SETXATTR -> {
+                var q = r.getSetxattr();
+                ns.setxattr(c, q.getIno(), q.getName().toByteArray(), q.getValue().toByteArray(), q.getFlags(), now);
+            }
+            case REMOVEXATTR -> ns.removexattr(c, r.getRemovexattr().getIno(), r.getRemovexattr().getName().toByteArray(), now);
+            case SETLAYOUT -> out.setLayout(ns.setLayout(c, r.getSetlayout().getIno(), r.getSetlayout().getLayout(), now));
+            case COMMIT_EXTENTS -> {
+                var q = r.getCommitExtents();
+                out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), now));
+            }
+            case REGISTER_OST -> ns.registerOst(c, r.getRegisterOst().getOst());
+            case REGISTER_OSS -> ns.registerOss(c, r.getRegisterOss().getOss());
+            default -> throw new FsException(Status.ENOSYS, "operation " + r.getOpCase() + " is not supported");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+package dev.granary.mds.namespace;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import dev.granary.mds.MdsTestBase;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.Layout;
+import dev.granary.mds.proto.SetAttrRequest;
+import dev.granary.mds.proto.Status;
+import dev.granary.mds.schema.MdsSchema;
+import dev.granary.mds.schema.proto.GcRecord;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** Layouts, commit_extents, get_extents, truncate and the GC queue. */
+class ExtentsTest extends MdsTestBase {
+    static final long MIB = 1 << 20;
+
+    private Extent ext(Layout l, long stripe, String key, long len) {
+        return Extent.newBuilder().setStripeIndex(stripe).setOst(l.getOsts((int) (stripe % l.getStripeCount())))
+                .setBlockKey(key).setLength(len).build();
+    }
+
+    private List<GcRecord> gc() {
+        return MdsSchema.listGc(transport.kv());
+    }
+
+    @Test
+    void newFilesGetTheResolvedDefaultLayoutRotatedByInode() {
+        registerOsts(3);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Attr g = mds.create(ROOT, R, b("g"), 0644, true);
+        assertEquals(4 * MIB, f.getLayout().getStripeSize());
+        assertEquals(3, f.getLayout().getStripeCount());
+        assertEquals(List.of(2, 0, 1), f.getLayout().getOstsList(), "ino 2 starts at OST 2 % 3");
+        assertEquals(List.of(0, 1, 2), g.getLayout().getOstsList(), "ino 3 starts at OST 0");
+        assertEquals(0, mds.getattr(ROOT, R).getLayout().getStripeCount(), "root template: all OSTs");
+    }
+
+    @Test
+    void setLayoutOnDirectoryAndFile() {
+        registerOsts(4);
+        Attr d = mds.mkdir(ROOT, R, b("d"), 0755);
+        Layout l = mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(2).build());
+        assertEquals(2, l.getStripeCount());
+        Attr f = mds.create(ROOT, d.getIno(), b("f"), 0644, true);
+        assertEquals(MIB, f.getLayout().getStripeSize());
+        assertEquals(2, f.getLayout().getOstsCount());
+        Attr sub = mds.mkdir(ROOT, d.getIno(), b("sub"), 0755);
+        assertEquals(l, sub.getLayout(), "subdirectories inherit the default");
+        Layout fixed = mds.setLayout(ROOT, f.getIno(), Layout.newBuilder().setStripeSize(128 << 10).addOsts(3).addOsts(1).build());
+        assertEquals(List.of(3, 1), fixed.getOstsList());
+        assertEquals(2, fixed.getStripeCount());
+        Layout all = mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(-1).build());
+        assertEquals(0, all.getStripeCount());
+        assertEquals(4, mds.create(ROOT, d.getIno(), b("g"), 0644, true).getLayout().getOstsCount());
+
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(1000).setStripeCount(1).build()));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(0).setStripeCount(1).build()));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(5).build()));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).addOsts(9).build()));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).addOsts(1).addOsts(1).build()));
+        assertErrno(Status.EPERM, () -> mds.setLayout(ALICE, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(1).build()));
+        Attr l2 = mds.symlink(ROOT, R, b("l"), b("x"));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, l2.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(1).build()));
+
+        Attr w = mds.lookup(ROOT, d.getIno(), b("f"));
+        mds.commitExtents(ROOT, w.getIno(), List.of(ext(w.getLayout(), 0, "blk-0", 100)), 100, 0);
+        assertErrno(Status.EBUSY, () -> mds.setLayout(ROOT, w.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(1).build()));
+    }
+
+    @Test
+    void commitAndGetExtents() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Layout l = f.getLayout();
+        long ss = l.getStripeSize();
+        Attr a = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "k0", ss), ext(l, 1, "k1", ss), ext(l, 2, "k2", 10)),
+                2 * ss + 10, 12345);
+        assertEquals(2 * ss + 10, a.getSize());
+        assertEquals(12345, a.getMtimeNs());
+        assertTrue(a.getCtimeNs() > f.getCtimeNs());
+        List<Extent> got = mds.getExtents(ROOT, f.getIno(), 0, 0);
+        assertEquals(List.of("k0", "k1", "k2"), got.stream().map(Extent::getBlockKey).toList());
+        assertEquals(1, got.get(0).getBirthEpoch());
+        assertEquals(List.of("k1"), mds.getExtents(ROOT, f.getIno(), 1, 2).stream().map(Extent::getBlockKey).toList());
+        // a smaller new_size does not shrink the file
+        Attr same = mds.commitExtents(ROOT, f.getIno(), List.of(), 5, 0);
+        assertEquals(2 * ss + 10, same.getSize());
+        assertEquals(same.getCtimeNs(), same.getMtimeNs(), "mtime 0 means now");
+
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 9, "far", 10)), 10, 0));
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, f.getIno(),
+                List.of(ext(l, 0, "k", 1).toBuilder().setOst(l.getOsts(1)).build()), ss, 0));
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "k", ss + 1)), 2 * ss, 0));
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "a", 1), ext(l, 0, "b", 1)), 1, 0));
+        assertErrno(Status.EISDIR, () -> mds.commitExtents(ROOT, R, List.of(), 1, 0));
+        assertErrno(Status.ENOENT, () -> mds.commitExtents(ROOT, 999, List.of(), 1, 0));
+        assertErrno(Status.EISDIR, () -> mds.getExtents(ROOT, R, 0, 0));
+        assertEquals(List.of(), gc(), "nothing replaced yet");
+    }
+
+    @Test
+    void replacingAStripeSendsTheOldBlockToGc() {
+        registerOsts(1);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Layout l = f.getLayout();
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "old", 100)), 100, 0);
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "old", 200)), 200, 0); // same block: not freed
+        assertEquals(List.of(), gc());
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "new", 50)), 50, 0);
+        List<GcRecord> g = gc();
+        assertEquals(1, g.size());
+        assertEquals("old", g.get(0).getBlockKey());
+        assertEquals(l.getOsts(0), g.get(0).getOst());
+        assertEquals(1, g.get(0).getBirthEpoch());
+        assertEquals(1, g.get(0).getDeathEpoch());
+        assertEquals(List.of("new"), mds.getExtents(ROOT, f.getIno(), 0, 0).stream().map(Extent::getBlockKey).toList());
+        assertEquals(200, mds.getattr(ROOT, f.getIno()).getSize());
+    }
+
+    @Test
+    void truncateDownClipsAndFreesThenUp() {
+        registerOsts(2);
+        Attr d = mds.mkdir(ROOT, R, b("d"), 0755);
+        mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(2).build());
+        Attr f = mds.create(ROOT, d.getIno(), b("f"), 0644, true);
+        Layout l = f.getLayout();
+        List<Extent> es = new ArrayList<>();
+        for (int k = 0; k < 4; k++) {
+            es.add(ext(l, k, "blk" + k, MIB));
+        }
+        mds.commitExtents(ROOT, f.getIno(), es, 4 * MIB, 0);
+        Attr t = mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_SIZE)
+                .setSize(MIB + 1000).build());
+        assertEquals(MIB + 1000, t.getSize());
+        assertEquals(t.getCtimeNs(), t.getMtimeNs(), "size change sets mtime");
+        List<Extent> left = mds.getExtents(ROOT, f.getIno(), 0, 0);
+        assertEquals(2, left.size());
+        assertEquals(MIB, left.get(0).getLength());
+        assertEquals(1000, left.get(1).getLength(), "partial stripe clipped");
+        assertEquals("blk1", left.get(1).getBlockKey());
+        assertEquals(List.of("blk2", "blk3"), gc().stream().map(GcRecord::getBlockKey).toList());
+        assertEquals(MIB + 1000, mds.statfs(ROOT).getUsedBytes());
+
+        Attr up = mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_SIZE)
+                .setSize(10 * MIB).build());
+        assertEquals(10 * MIB, up.getSize());
+        assertEquals(2, mds.getExtents(ROOT, f.getIno(), 0, 0).size(), "growing adds no extents");
+        assertEquals(1000, mds.getExtents(ROOT, f.getIno(), 1, 2).get(0).getLength(), "the clip stays: zeros after it");
+
+        // truncate to a stripe boundary drops that whole stripe
+        mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_SIZE).setSize(MIB).build());
+        assertEquals(List.of("blk0"), mds.getExtents(ROOT, f.getIno(), 0, 0).stream().map(Extent::getBlockKey).toList());
+        mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_SIZE).setSize(0).build());
+        assertEquals(List.of(), mds.getExtents(ROOT, f.getIno(), 0, 0));
+        assertEquals(List.of("blk2", "blk3", "blk1", "blk0"), gc().stream().map(GcRecord::getBlockKey).toList());
+    }
+
+    @Test
+    void unlinkLastLinkFreesBlocks() {
+        registerOsts(1);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(f.getLayout(), 0, "a", 10)), 10, 0);
+        mds.link(ROOT, f.getIno(), R, b("g"));
+        mds.unlink(ROOT, R, b("f"));
+        assertEquals(List.of(), gc());
+        mds.unlink(ROOT, R, b("g"));
+        assertEquals(List.of("a"), gc().stream().map(GcRecord::getBlockKey).toList());
+        assertEquals(0, mds.statfs(ROOT).getUsedBytes());
+    }
+
+    @Test
+    void nonRootWriteClearsSetuid() {
+        registerOsts(1);
+        Attr pub = mds.mkdir(ROOT, R, b("pub"), 0777);
+        Attr f = mds.create(ALICE, pub.getIno(), b("f"), 04755, true);
+        assertEquals(S_IFREG | 04755, f.getMode());
+        Attr a = mds.commitExtents(ALICE, f.getIno(), List.of(ext(f.getLayout(), 0, "x", 1)), 1, 0);
+        assertEquals(S_IFREG | 0755, a.getMode());
+    }
+}

@@ -1,0 +1,704 @@
+package dev.granary.raft;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import org.rocksdb.BlockBasedTableConfig;
+import org.rocksdb.BuiltinComparator;
+import org.rocksdb.Checkpoint;
+import org.rocksdb.ColumnFamilyDescriptor;
+import org.rocksdb.ColumnFamilyHandle;
+import org.rocksdb.ColumnFamilyOptions;
+import org.rocksdb.DBOptions;
+import org.rocksdb.LRUCache;
+import org.rocksdb.Options;
+import org.rocksdb.ReadOptions;
+import org.rocksdb.RocksDB;
+import org.rocksdb.RocksDBException;
+import org.rocksdb.RocksIterator;
+import org.rocksdb.Snapshot;
+import org.rocksdb.WriteBatchWithIndex;
+import org.rocksdb.WriteOptions;
+
+/**
+ * The RocksDB database of one Raft peer: RocksDB's "default" column family (owned by the raft
+ * module; it holds the last-applied term and log index under a reserved key) plus the column
+ * families of the {@link KvApplier}. Keys are ordered by RocksDB's bytewise comparator.
+ *
+ * <p>Thread-safe. Reads ({@link #get}, {@link #seek}) may run concurrently with {@link #commit}.
+ * After {@link #close()} every operation fails with {@link IllegalStateException}; iterators still
+ * open are closed with the database.
+ *
+ * <p>Errors: unknown column family names raise {@link IllegalArgumentException}; RocksDB errors
+ * raise {@link KvStoreException} carrying RocksDB's message.
+ */
+public final class RocksKv implements KvReader, AutoCloseable {
+    /** Name of RocksDB's default column family (owned by the raft module; txns may not write it). */
+    public static final String DEFAULT_CF = "default";
+
+    /** Reserved key in {@link #DEFAULT_CF}: 16 bytes, big-endian term then log index. */
+    static final byte[] LAST_APPLIED_KEY = "granary.raft.lastApplied".getBytes(StandardCharsets.UTF_8);
+
+    /** Block cache shared by all column families of one database, bytes. */
+    private static final long BLOCK_CACHE_BYTES = 32L << 20;
+    /** Memtable size per column family, bytes. */
+    private static final long WRITE_BUFFER_BYTES = 16L << 20;
+
+    static {
+        RocksDB.loadLibrary();
+    }
+
+    private final Path dir;
+    private final boolean syncCommits;
+    private final DBOptions dbOptions;
+    private final ColumnFamilyOptions cfOptions;
+    private final LRUCache blockCache;
+    private final WriteOptions writeOptions;
+    private final RocksDB db;
+    private final List<ColumnFamilyHandle> handles;
+    private final Map<String, ColumnFamilyHandle> byName;
+    private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+    private final Set<NativeResource> openResources = Collections.newSetFromMap(new IdentityHashMap<>());
+    private volatile long lastAppliedTerm;
+    private volatile long lastAppliedIndex;
+    private boolean closed;
+
+    private RocksKv(Path dir, boolean syncCommits, DBOptions dbOptions, ColumnFamilyOptions cfOptions,
+                    LRUCache blockCache, RocksDB db, List<ColumnFamilyHandle> handles,
+                    Map<String, ColumnFamilyHandle> byName) {
+        this.dir = dir;
+        this.syncCommits = syncCommits;
+        this.dbOptions = dbOptions;
+        this.cfOptions = cfOptions;
+        this.blockCache = blockCache;
+        this.writeOptions = new WriteOptions().setSync(syncCommits);
+        this.db = db;
+        this.handles = handles;
+        this.byName = byName;
+        long[] termIndex = readLastApplied();
+        this.lastAppliedTerm = termIndex[0];
+        this.lastAppliedIndex = termIndex[1];
+    }
+
+    /**
+     * Opens (creating if missing) a RocksDB at {@code dir} with RocksDB's default column family plus
+     * the named column families. Commits are written to the WAL without fsync: a Raft peer replays
+     * the log after the last-applied index, so a lost tail is re-applied (see
+     * {@link #open(Path, List, boolean)}).
+     *
+     * @throws IllegalArgumentException on a null/blank/duplicate name or one equal to "default"
+     * @throws KvStoreException when RocksDB cannot open the database (message names {@code dir})
+     */
+    public static RocksKv open(Path dir, List<String> columnFamilies) {
+        return open(dir, columnFamilies, false);
+    }
+
+    /**
+     * Like {@link #open(Path, List)}; with {@code syncCommits} each {@link #commit} fsyncs the WAL.
+     * Column families present on disk but not named are opened too (and stay readable by name).
+     */
+    public static RocksKv open(Path dir, List<String> columnFamilies, boolean syncCommits) {
+        Objects.requireNonNull(dir, "dir");
+        Objects.requireNonNull(columnFamilies, "columnFamilies");
+        Set<String> names = new LinkedHashSet<>();
+        names.add(DEFAULT_CF);
+        for (String cf : columnFamilies) {
+            if (cf == null || cf.isBlank()) {
+                throw new IllegalArgumentException("column family name must not be null or blank");
+            }
+            if (cf.equals(DEFAULT_CF)) {
+                throw new IllegalArgumentException("column family \"default\" is reserved for the raft module");
+            }
+            if (!names.add(cf)) {
+                throw new IllegalArgumentException("duplicate column family name: " + cf);
+            }
+        }
+        try {
+            Files.createDirectories(dir);
+        } catch (IOException e) {
+            throw new KvStoreException("cannot create RocksDB directory " + dir + ": " + e.getMessage(), e);
+        }
+        try (Options listOptions = new Options()) {
+            for (byte[] existing : RocksDB.listColumnFamilies(listOptions, dir.toString())) {
+                names.add(new String(existing, StandardCharsets.UTF_8));
+            }
+        } catch (RocksDBException e) {
+            // No database yet: nothing to list.
+        }
+
+        LRUCache cache = new LRUCache(BLOCK_CACHE_BYTES);
+        BlockBasedTableConfig table = new BlockBasedTableConfig()
+                .setBlockCache(cache)
+                .setBlockSize(16 * 1024)
+                .setCacheIndexAndFilterBlocks(true);
+        ColumnFamilyOptions cfo = new ColumnFamilyOptions()
+                .setComparator(BuiltinComparator.BYTEWISE_COMPARATOR)
+                .setWriteBufferSize(WRITE_BUFFER_BYTES)
+                .setMaxWriteBufferNumber(2)
+                .setTableFormatConfig(table);
+        DBOptions dbo = new DBOptions()
+                .setCreateIfMissing(true)
+                .setCreateMissingColumnFamilies(true)
+                .setMaxBackgroundJobs(2)
+                .setMaxOpenFiles(512)
+                .setKeepLogFileNum(3)
+                .setMaxTotalWalSize(64L << 20);
+        List<ColumnFamilyDescriptor> descriptors = new ArrayList<>();
+        for (String name : names) {
+            descriptors.add(new ColumnFamilyDescriptor(name.getBytes(StandardCharsets.UTF_8), cfo));
+        }
+        List<ColumnFamilyHandle> handles = new ArrayList<>();
+        RocksDB db;
+        try {
+            db = RocksDB.open(dbo, dir.toString(), descriptors, handles);
+        } catch (RocksDBException e) {
+            cfo.close();
+            dbo.close();
+            cache.close();
+            throw new KvStoreException("cannot open RocksDB at " + dir + ": " + e.getMessage(), e);
+        }
+        Map<String, ColumnFamilyHandle> byName = new LinkedHashMap<>();
+        int i = 0;
+        for (String name : names) {
+            byName.put(name, handles.get(i++));
+        }
+        return new RocksKv(dir, syncCommits, dbo, cfo, cache, db, handles, Map.copyOf(byName));
+    }
+
+    /** The directory of this database. */
+    public Path dir() {
+        return dir;
+    }
+
+    /** Names of all open column families, "default" included. */
+    public Set<String> columnFamilies() {
+        return byName.keySet();
+    }
+
+    /** {@inheritDoc} Unknown {@code cf}: {@link IllegalArgumentException}. */
+    @Override
+    public byte[] get(String cf, byte[] key) {
+        Objects.requireNonNull(key, "key");
+        lock.readLock().lock();
+        try {
+            ensureOpen();
+            return db.get(handle(cf), key);
+        } catch (RocksDBException e) {
+            throw rocksError("get from " + cf, e);
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /** {@inheritDoc} Unknown {@code cf}: {@link IllegalArgumentException}. */
+    @Override
+    public KvIterator seek(String cf, byte[] from) {
+        Objects.requireNonNull(from, "from");
+        lock.readLock().lock();
+        try {
+            ensureOpen();
+            RocksIterator it = db.newIterator(handle(cf));
+            it.seek(from);
+            return track(new Iter(it, null));
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /**
+     * A read-only view pinned to the current state (a RocksDB snapshot): a series of reads through
+     * it is consistent even while entries are applied. Close it when done.
+     */
+    public SnapshotReader snapshotReader() {
+        lock.readLock().lock();
+        try {
+            ensureOpen();
+            Snapshot snapshot = db.getSnapshot();
+            return track(new SnapshotReader(snapshot));
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /**
+     * A new transaction: reads see the database plus the transaction's own writes
+     * (WriteBatchWithIndex over the db). Not thread-safe; end it with {@link #commit} or {@link #abort}.
+     */
+    public KvTxn newTxn() {
+        lock.readLock().lock();
+        try {
+            ensureOpen();
+            return track(new Txn());
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /**
+     * Commits {@code txn} atomically together with the last-applied (term, index), fsynced when
+     * opened with {@code syncCommits}. Closes the txn.
+     *
+     * @param term Raft term of the applied entry
+     * @param logIndex Raft log index of the applied entry; must exceed {@link #lastAppliedIndex()}
+     * @throws IllegalArgumentException if {@code txn} is not an open txn of this database or the
+     *     index does not advance
+     * @throws KvStoreException on a RocksDB write error
+     */
+    public void commit(KvTxn txn, long term, long logIndex) {
+        Txn t = ownTxn(txn);
+        lock.readLock().lock();
+        try {
+            ensureOpen();
+            synchronized (this) {
+                if (logIndex <= lastAppliedIndex) {
+                    throw new IllegalArgumentException("log index " + logIndex
+                            + " does not advance the last applied index " + lastAppliedIndex);
+                }
+                t.batch.put(handle(DEFAULT_CF), LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
+                db.write(writeOptions, t.batch);
+                lastAppliedTerm = term;
+                lastAppliedIndex = logIndex;
+            }
+        } catch (RocksDBException e) {
+            throw rocksError("commit of log index " + logIndex, e);
+        } finally {
+            lock.readLock().unlock();
+            closeTxn(t);
+        }
+    }
+
+    /**
+     * Records (term, index) as applied without other writes: for log entries that carry no
+     * mutation (configuration changes, the leader's no-op entry).
+     */
+    public void markApplied(long term, long logIndex) {
+        commit(newTxn(), term, logIndex);
+    }
+
+    /** Discards {@code txn} without writing. Idempotent. */
+    public void abort(KvTxn txn) {
+        closeTxn(ownTxn(txn));
+    }
+
+    /** Raft log index of the last committed entry, or -1 when nothing was applied yet. */
+    public long lastAppliedIndex() {
+        return lastAppliedIndex;
+    }
+
+    /** Raft term of the last committed entry, or 0 when nothing was applied yet. */
+    public long lastAppliedTerm() {
+        return lastAppliedTerm;
+    }
+
+    /**
+     * Writes a RocksDB checkpoint of the whole database into {@code target} (hard links to the SST
+     * files plus a consistent copy of the rest); it opens as a database with the same contents.
+     *
+     * @throws IllegalArgumentException if {@code target} already exists
+     * @throws KvStoreException on a RocksDB error
+     */
+    public void checkpoint(Path target) {
+        Objects.requireNonNull(target, "target");
+        if (Files.exists(target)) {
+            throw new IllegalArgumentException("checkpoint target already exists: " + target);
+        }
+        lock.readLock().lock();
+        try (Checkpoint cp = Checkpoint.create(ensureOpenDb())) {
+            cp.createCheckpoint(target.toString());
+        } catch (RocksDBException e) {
+            throw rocksError("checkpoint into " + target, e);
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /** Flushes memtables and closes the database; open iterators and txns are closed too. Idempotent. */
+    @Override
+    public void close() {
+        lock.writeLock().lock();
+        try {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            List<NativeResource> resources;
+            synchronized (openResources) {
+                resources = new ArrayList<>(openResources);
+                openResources.clear();
+            }
+            for (NativeResource r : resources) {
+                r.closeNative();
+            }
+            for (ColumnFamilyHandle h : handles) {
+                h.close();
+            }
+            try {
+                db.closeE();
+            } catch (RocksDBException e) {
+                throw rocksError("close", e);
+            } finally {
+                writeOptions.close();
+                dbOptions.close();
+                cfOptions.close();
+                blockCache.close();
+            }
+        } finally {
+            lock.writeLock().unlock();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "RocksKv[" + dir + ", lastApplied=(" + lastAppliedTerm + "," + lastAppliedIndex + ")"
+                + (syncCommits ? ", sync" : "") + "]";
+    }
+
+    // ---------------------------------------------------------------------------------------------
+
+    static byte[] encodeTermIndex(long term, long index) {
+        return ByteBuffer.allocate(16).putLong(term).putLong(index).array();
+    }
+
+    private long[] readLastApplied() {
+        try {
+            byte[] v = db.get(byName.get(DEFAULT_CF), LAST_APPLIED_KEY);
+            if (v == null) {
+                return new long[] {0, -1};
+            }
+            if (v.length != 16) {
+                throw new KvStoreException("corrupt last-applied record in " + dir + ": " + v.length + " bytes");
+            }
+            ByteBuffer b = ByteBuffer.wrap(v);
+            return new long[] {b.getLong(), b.getLong()};
+        } catch (RocksDBException e) {
+            throw rocksError("read of last-applied index", e);
+        }
+    }
+
+    private ColumnFamilyHandle handle(String cf) {
+        ColumnFamilyHandle h = cf == null ? null : byName.get(cf);
+        if (h == null) {
+            throw new IllegalArgumentException("unknown column family: " + cf + " (known: " + byName.keySet() + ")");
+        }
+        return h;
+    }
+
+    private ColumnFamilyHandle writableHandle(String cf) {
+        if (DEFAULT_CF.equals(cf)) {
+            throw new IllegalArgumentException("column family \"default\" is owned by the raft module: not writable");
+        }
+        return handle(cf);
+    }
+
+    private void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException("RocksKv at " + dir + " is closed");
+        }
+    }
+
+    private RocksDB ensureOpenDb() {
+        ensureOpen();
+        return db;
+    }
+
+    private KvStoreException rocksError(String what, RocksDBException e) {
+        return new KvStoreException("RocksDB " + what + " failed at " + dir + ": " + e.getMessage(), e);
+    }
+
+    /** A native object handed out to callers; closed with the database if still open. */
+    private interface NativeResource {
+        void closeNative();
+    }
+
+    private <T extends NativeResource> T track(T resource) {
+        synchronized (openResources) {
+            openResources.add(resource);
+        }
+        return resource;
+    }
+
+    private boolean untrack(NativeResource resource) {
+        synchronized (openResources) {
+            return openResources.remove(resource);
+        }
+    }
+
+    private Txn ownTxn(KvTxn txn) {
+        if (!(txn instanceof Txn t) || t.owner() != this) {
+            throw new IllegalArgumentException("not a transaction of this RocksKv: " + txn);
+        }
+        return t;
+    }
+
+    private void closeTxn(Txn t) {
+        lock.readLock().lock();
+        try {
+            if (untrack(t)) {
+                t.closeNative();
+            }
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /** A transaction: WriteBatchWithIndex; reads through getFromBatchAndDB / newIteratorWithBase. */
+    private final class Txn implements KvTxn, NativeResource {
+        final WriteBatchWithIndex batch = new WriteBatchWithIndex(true);
+        final ReadOptions readOptions = new ReadOptions();
+        boolean done;
+
+        RocksKv owner() {
+            return RocksKv.this;
+        }
+
+        @Override
+        public byte[] get(String cf, byte[] key) {
+            Objects.requireNonNull(key, "key");
+            lock.readLock().lock();
+            try {
+                checkLive();
+                return batch.getFromBatchAndDB(db, handle(cf), readOptions, key);
+            } catch (RocksDBException e) {
+                throw rocksError("txn get from " + cf, e);
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public KvIterator seek(String cf, byte[] from) {
+            Objects.requireNonNull(from, "from");
+            lock.readLock().lock();
+            try {
+                checkLive();
+                ColumnFamilyHandle h = handle(cf);
+                RocksIterator base = db.newIterator(h);
+                RocksIterator merged = batch.newIteratorWithBase(h, base);
+                merged.seek(from);
+                return track(new Iter(merged, base));
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public void put(String cf, byte[] key, byte[] value) {
+            Objects.requireNonNull(key, "key");
+            Objects.requireNonNull(value, "value");
+            lock.readLock().lock();
+            try {
+                checkLive();
+                batch.put(writableHandle(cf), key, value);
+            } catch (RocksDBException e) {
+                throw rocksError("txn put into " + cf, e);
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public void delete(String cf, byte[] key) {
+            Objects.requireNonNull(key, "key");
+            lock.readLock().lock();
+            try {
+                checkLive();
+                batch.delete(writableHandle(cf), key);
+            } catch (RocksDBException e) {
+                throw rocksError("txn delete from " + cf, e);
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        private void checkLive() {
+            ensureOpen();
+            if (done) {
+                throw new IllegalStateException("transaction already committed or aborted");
+            }
+        }
+
+        @Override
+        public void closeNative() {
+            if (!done) {
+                done = true;
+                batch.close();
+                readOptions.close();
+            }
+        }
+    }
+
+    /** Iterator adapter; {@code base} is the db iterator under a batch iterator, closed with it. */
+    private final class Iter implements KvIterator, NativeResource {
+        private final RocksIterator it;
+        private final RocksIterator base;
+        private boolean itClosed;
+
+        Iter(RocksIterator it, RocksIterator base) {
+            this.it = it;
+            this.base = base;
+        }
+
+        @Override
+        public boolean valid() {
+            lock.readLock().lock();
+            try {
+                return !itClosed && !closed && it.isValid();
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public byte[] key() {
+            lock.readLock().lock();
+            try {
+                checkUsable();
+                return it.key();
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public byte[] value() {
+            lock.readLock().lock();
+            try {
+                checkUsable();
+                return it.value();
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public void next() {
+            lock.readLock().lock();
+            try {
+                checkUsable();
+                it.next();
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        private void checkUsable() {
+            ensureOpen();
+            if (itClosed) {
+                throw new IllegalStateException("iterator is closed");
+            }
+            if (!it.isValid()) {
+                throw new IllegalStateException("iterator is not positioned on an entry");
+            }
+        }
+
+        @Override
+        public void close() {
+            lock.readLock().lock();
+            try {
+                if (untrack(this)) {
+                    closeNative();
+                }
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public void closeNative() {
+            if (!itClosed) {
+                itClosed = true;
+                it.close();
+                if (base != null) {
+                    base.close();
+                }
+            }
+        }
+    }
+
+    /**
+     * A consistent read-only view (RocksDB snapshot) of the database; close it when done.
+     * Iterators opened through it must be closed before it.
+     */
+    public final class SnapshotReader implements KvReader, AutoCloseable, NativeResource {
+        private final Snapshot snapshot;
+        private final ReadOptions readOptions;
+        private boolean released;
+
+        private SnapshotReader(Snapshot snapshot) {
+            this.snapshot = snapshot;
+            this.readOptions = new ReadOptions().setSnapshot(snapshot);
+        }
+
+        /** {@inheritDoc} Unknown {@code cf}: {@link IllegalArgumentException}. */
+        @Override
+        public byte[] get(String cf, byte[] key) {
+            Objects.requireNonNull(key, "key");
+            lock.readLock().lock();
+            try {
+                checkLive();
+                return db.get(handle(cf), readOptions, key);
+            } catch (RocksDBException e) {
+                throw rocksError("snapshot get from " + cf, e);
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        /** {@inheritDoc} Unknown {@code cf}: {@link IllegalArgumentException}. */
+        @Override
+        public KvIterator seek(String cf, byte[] from) {
+            Objects.requireNonNull(from, "from");
+            lock.readLock().lock();
+            try {
+                checkLive();
+                RocksIterator it = db.newIterator(handle(cf), readOptions);
+                it.seek(from);
+                return track(new Iter(it, null));
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        private void checkLive() {
+            ensureOpen();
+            if (released) {
+                throw new IllegalStateException("snapshot reader is closed");
+            }
+        }
+
+        /** Releases the RocksDB snapshot. Idempotent. */
+        @Override
+        public void close() {
+            lock.readLock().lock();
+            try {
+                if (untrack(this)) {
+                    closeNative();
+                }
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        /** Internal: releases the snapshot (use {@link #close()}). */
+        @Override
+        public void closeNative() {
+            if (!released) {
+                released = true;
+                db.releaseSnapshot(snapshot);
+                readOptions.close();
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+package dev.granary.raft;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class RocksKvTest {
+    private static final List<String> CFS = List.of("inodes", "dentries");
+
+    @TempDir
+    Path tmp;
+
+    private static byte[] b(String s) {
+        return s.getBytes(UTF_8);
+    }
+
+    private static List<String> keys(KvIterator it) {
+        List<String> out = new ArrayList<>();
+        try (it) {
+            while (it.valid()) {
+                out.add(new String(it.key(), UTF_8) + "=" + new String(it.value(), UTF_8));
+                it.next();
+            }
+        }
+        return out;
+    }
+
+    @Test
+    void txnReadsItsOwnWritesOverTheDb() {
+        try (RocksKv kv = RocksKv.open(tmp.resolve("db"), CFS)) {
+            assertEquals(-1, kv.lastAppliedIndex());
+            KvTxn t1 = kv.newTxn();
+            t1.put("inodes", b("a"), b("1"));
+            t1.put("inodes", b("c"), b("3"));
+            kv.commit(t1, 1, 5);
+
+            KvTxn t2 = kv.newTxn();
+            t2.put("inodes", b("b"), b("2"));
+            t2.delete("inodes", b("c"));
+            t2.put("inodes", b("a"), b("1bis"));
+            assertArrayEquals(b("1bis"), t2.get("inodes", b("a")));
+            assertNull(t2.get("inodes", b("c")));
+            assertArrayEquals(b("2"), t2.get("inodes", b("b")));
+            assertEquals(List.of("a=1bis", "b=2"), keys(t2.seek("inodes", new byte[0])));
+            assertEquals(List.of("b=2"), keys(t2.seek("inodes", b("az"))));
+            // Not visible outside the txn before commit; other CF untouched.
+            assertArrayEquals(b("1"), kv.get("inodes", b("a")));
+            assertNull(kv.get("inodes", b("b")));
+            assertNull(t2.get("dentries", b("a")));
+            kv.abort(t2);
+            assertNull(kv.get("inodes", b("b")));
+            assertEquals(List.of("a=1", "c=3"), keys(kv.seek("inodes", new byte[0])));
+            assertEquals(5, kv.lastAppliedIndex());
+            assertThrows(IllegalStateException.class, () -> t2.put("inodes", b("x"), b("y")));
+        }
+    }
+
+    @Test
+    void commitIsAtomicWithTheLastAppliedIndexAndSurvivesReopen() {
+        Path dir = tmp.resolve("db");
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            KvTxn t = kv.newTxn();
+            t.put("dentries", b("k"), b("v"));
+            kv.commit(t, 3, 42);
+            assertEquals(42, kv.lastAppliedIndex());
+            assertEquals(3, kv.lastAppliedTerm());
+            KvTxn stale = kv.newTxn();
+            stale.put("dentries", b("k2"), b("v2"));
+            // An index that does not advance is refused and writes nothing.
+            assertThrows(IllegalArgumentException.class, () -> kv.commit(stale, 3, 42));
+            assertNull(kv.get("dentries", b("k2")));
+            kv.markApplied(4, 43);
+        }
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            assertEquals(43, kv.lastAppliedIndex());
+            assertEquals(4, kv.lastAppliedTerm());
+            assertArrayEquals(b("v"), kv.get("dentries", b("k")));
+            assertNull(kv.get("dentries", b("k2")));
+        }
+    }
+
+    @Test
+    void checkpointOpensAsADbWithTheSameData() {
+        Path cp = tmp.resolve("cp");
+        try (RocksKv kv = RocksKv.open(tmp.resolve("db"), CFS)) {
+            for (int i = 0; i < 100; i++) {
+                KvTxn t = kv.newTxn();
+                t.put("inodes", b(String.format("k%03d", i)), b("v" + i));
+                kv.commit(t, 1, i);
+            }
+            kv.checkpoint(cp);
+            assertThrows(IllegalArgumentException.class, () -> kv.checkpoint(cp));
+            KvTxn t = kv.newTxn();
+            t.put("inodes", b("after"), b("x"));
+            kv.commit(t, 2, 100);
+        }
+        assertTrue(Files.exists(cp.resolve("CURRENT")));
+        try (RocksKv copy = RocksKv.open(cp, CFS)) {
+            assertEquals(99, copy.lastAppliedIndex());
+            assertEquals(100, keys(copy.seek("inodes", new byte[0])).size());
+            assertArrayEquals(b("v57"), copy.get("inodes", b("k057")));
+            assertNull(copy.get("inodes", b("after")));
+        }
+    }
+
+    @Test
+    void snapshotReaderIsStableWhileCommitsGoOn() {
+        try (RocksKv kv = RocksKv.open(tmp.resolve("db"), CFS)) {
+            KvTxn t = kv.newTxn();
+            t.put("inodes", b("a"), b("1"));
+            kv.commit(t, 1, 1);
+            try (RocksKv.SnapshotReader r = kv.snapshotReader()) {
+                KvTxn t2 = kv.newTxn();
+                t2.put("inodes", b("a"), b("2"));
+                t2.put("inodes", b("b"), b("2"));
+                kv.commit(t2, 1, 2);
+                assertArrayEquals(b("1"), r.get("inodes", b("a")));
+                assertEquals(List.of("a=1"), keys(r.seek("inodes", new byte[0])));
+            }
+            assertArrayEquals(b("2"), kv.get("inodes", b("a")));
+        }
+    }
+
+    @Test
+    void badInputGetsClearErrors() {
+        RocksKv kv = RocksKv.open(tmp.resolve("db"), CFS);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> kv.get("nope", b("a")));
+        assertTrue(e.getMessage().contains("unknown column family: nope"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> kv.seek("nope", b("a")));
+        KvTxn t = kv.newTxn();
+        assertThrows(IllegalArgumentException.class, () -> t.put("nope", b("a"), b("b")));
+        assertThrows(IllegalArgumentException.class, () -> t.put(RocksKv.DEFAULT_CF, b("a"), b("b")));
+        kv.abort(t);
+        assertThrows(IllegalArgumentException.class, () -> RocksKv.open(tmp.resolve("x"), List.of("a", "a")));
+        assertThrows(IllegalArgumentException.class, () -> RocksKv.open(tmp.resolve("y"), List.of("default")));
+        KvIterator open = kv.seek("inodes", new byte[0]);
+        kv.close();
+        kv.close();
+        assertFalse(open.valid());
+        assertThrows(IllegalStateException.class, () -> kv.get("inodes", b("a")));
+        open.close();
+        // A second process-level open of a locked db fails with RocksDB's message.
+        try (RocksKv first = RocksKv.open(tmp.resolve("locked"), CFS)) {
+            KvStoreException ex = assertThrows(KvStoreException.class, () -> RocksKv.open(tmp.resolve("locked"), CFS));
+            assertTrue(ex.getMessage().contains("lock"), ex.getMessage());
+        }
+    }
+}

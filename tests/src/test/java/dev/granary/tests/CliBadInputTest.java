@@ -1,0 +1,114 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.objbacker.EmbeddedS3;
+import dev.granary.tools.cluster.MountPoints;
+import dev.granary.tools.config.GranaryConfig;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Bad input to {@code granary quickstart} gets exactly one clear error line and a non-zero exit,
+ * with nothing left mounted.
+ */
+class CliBadInputTest {
+    @TempDir
+    Path tmp;
+
+    private record Outcome(int rc, List<String> errors, String transcript) {}
+
+    private Outcome quickstart(Map<String, String> env, Path mnt, String... extra) throws Exception {
+        List<String> args = new java.util.ArrayList<>(List.of("quickstart", "--exit", "--dataset", "none",
+                "--data", tmp.resolve("data").toString(), "--mount", mnt.toString()));
+        args.addAll(List.of(extra));
+        try (GranaryProcess g = GranaryProcess.start(tmp, env, args.toArray(String[]::new))) {
+            int rc = g.waitFor(180);
+            return new Outcome(rc, g.errorLines(), g.transcript());
+        }
+    }
+
+    private void assertOneClearLine(Outcome o, String expected, Path mnt) {
+        assertEquals(1, o.rc(), o.transcript());
+        assertEquals(1, o.errors().size(), "exactly one error line\n" + o.transcript());
+        assertTrue(o.errors().get(0).contains(expected), "'" + expected + "' in: " + o.errors().get(0));
+        assertFalse(o.transcript().contains("\tat "), "no stack trace\n" + o.transcript());
+        assertNull(MountPoints.mountedFsType(mnt), "nothing left mounted at " + mnt);
+    }
+
+    @Test
+    void mountPointMissing() throws Exception {
+        Path mnt = tmp.resolve("no/such/dir");
+        assertOneClearLine(quickstart(Map.of(), mnt, "--base-port", Integer.toString(MiniCluster.freeBase())), "does not exist", mnt);
+    }
+
+    @Test
+    void mountPointNotEmpty() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        Files.writeString(mnt.resolve("precious.txt"), "keep me");
+        assertOneClearLine(quickstart(Map.of(), mnt, "--base-port", Integer.toString(MiniCluster.freeBase())), "is not empty", mnt);
+        assertEquals("keep me", Files.readString(mnt.resolve("precious.txt")));
+    }
+
+    @Test
+    void portAlreadyInUse() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        int base = MiniCluster.freeBase();
+        try (ServerSocket s = new ServerSocket()) {
+            s.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), base + 62));
+            assertOneClearLine(quickstart(Map.of(), mnt, "--base-port", Integer.toString(base)), "port " + (base + 62), mnt);
+        }
+    }
+
+    @Test
+    void libfuseMissing() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        Outcome o = quickstart(Map.of("GRANARY_LIBFUSE", "/nonexistent/libfuse.so.2", "GRANARY_NO_INSTALL", "1"), mnt,
+                "--base-port", Integer.toString(MiniCluster.freeBase()));
+        assertOneClearLine(o, "libfuse2 is missing", mnt);
+    }
+
+    private Path writeConfig(String endpoint, String access, String secret) throws Exception {
+        GranaryConfig c = GranaryConfig.localDefault(tmp.resolve("data"), tmp.resolve("mnt"), MiniCluster.freeBase());
+        c.s3.endpoint = endpoint;
+        c.s3.accessKey = access;
+        c.s3.secretKey = secret;
+        c.save(tmp.resolve("data/granary.yaml"));
+        return tmp.resolve("data/granary.yaml");
+    }
+
+    @Test
+    void s3EndpointUnreachable() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        int closed;
+        try (ServerSocket s = new ServerSocket(0)) {
+            closed = s.getLocalPort();
+        }
+        writeConfig("http://127.0.0.1:" + closed, "k", "s");
+        long t0 = System.nanoTime();
+        Outcome o = quickstart(Map.of(), mnt);
+        assertOneClearLine(o, "127.0.0.1:" + closed, mnt);
+        assertTrue((System.nanoTime() - t0) / 1e9 < 120, "fails fast");
+    }
+
+    @Test
+    void wrongCredentials() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        try (EmbeddedS3 s3 = EmbeddedS3.start(Files.createDirectories(tmp.resolve("s3")), 0, "right-key", "right-secret")) {
+            s3.createBucket("granary");
+            writeConfig(s3.endpoint().toString(), "wrong-key", "wrong-secret");
+            Outcome o = quickstart(Map.of(), mnt);
+            assertOneClearLine(o, "denied", mnt);
+        }
+    }
+}

@@ -1,0 +1,63 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.tools.cluster.MountPoints;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Data written and closed survives SIGKILL of the whole process (3 MDS, 2 OSS, S3, FUSE in one
+ * JVM, as quickstart runs them): restarted on the same data folder, every file has the same bytes.
+ */
+class DurabilityTest {
+    @TempDir
+    Path tmp;
+
+    @Test
+    void closedFilesSurviveSigkillOfTheWholeProcess() throws Exception {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        Path data = tmp.resolve("data");
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        int base = MiniCluster.freeBase();
+        String[] args = {"quickstart", "--dataset", "none", "--data", data.toString(), "--mount", mnt.toString(),
+                "--base-port", Integer.toString(base)};
+        Map<String, byte[]> files = new LinkedHashMap<>();
+        Random rnd = new Random(5);
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), args)) {
+            assertTrue(g.awaitLine("Press Ctrl-C", 180), g.transcript());
+            Files.createDirectories(mnt.resolve("dir/sub"));
+            for (int size : new int[] {0, 10, 100_000, 4 * 1024 * 1024 + 17, 9 * 1024 * 1024}) {
+                byte[] b = new byte[size];
+                rnd.nextBytes(b);
+                String name = "dir/sub/file-" + size;
+                Files.write(mnt.resolve(name), b); // open, write, close: committed when close returns
+                files.put(name, b);
+            }
+            Files.writeString(mnt.resolve("dir/renamed.tmp"), "renamed");
+            Files.move(mnt.resolve("dir/renamed.tmp"), mnt.resolve("dir/renamed.txt"));
+            files.put("dir/renamed.txt", "renamed".getBytes());
+            g.kill(); // SIGKILL: no shutdown hook, no unmount
+        }
+        assertTrue(MountPoints.mountedFsType(mnt) != null, "the killed process leaves a stale mount behind");
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), args)) {
+            assertTrue(g.awaitLine("Press Ctrl-C", 180), g.transcript());
+            for (Map.Entry<String, byte[]> e : files.entrySet()) {
+                assertArrayEquals(e.getValue(), Files.readAllBytes(mnt.resolve(e.getKey())), e.getKey());
+            }
+            assertTrue(Files.notExists(mnt.resolve("dir/renamed.tmp")));
+            g.process.destroy(); // SIGTERM: the shutdown hook unmounts and stops every part
+            int rc = g.waitFor(60);
+            assertTrue(rc == 0 || rc == 143, "exit status after SIGTERM: " + rc + "\n" + g.transcript());
+        }
+        assertEquals(null, MountPoints.mountedFsType(mnt), "unmounted after SIGTERM");
+    }
+}

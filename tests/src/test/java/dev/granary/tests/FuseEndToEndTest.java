@@ -1,0 +1,179 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.Layout;
+import dev.granary.tools.cluster.Nodes;
+import dev.granary.tools.dataset.DatasetRunner;
+import dev.granary.tools.prereq.Prerequisites;
+import java.io.RandomAccessFile;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * End to end through a real FUSE mount of a MiniCluster (3 MDS Raft peers, 2 OSS, embedded S3),
+ * each workload compared with the same work on a local directory.
+ */
+class FuseEndToEndTest {
+    @TempDir
+    static Path tmp;
+    static MiniCluster cluster;
+    static Path mnt;
+    static Path local;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        Prerequisites.ensureFuse();
+        cluster = MiniCluster.start(tmp.resolve("cluster"));
+        mnt = tmp.resolve("mnt");
+        cluster.mount(mnt);
+        local = Files.createDirectories(tmp.resolve("local"));
+    }
+
+    @AfterAll
+    static void stop() {
+        if (cluster != null) cluster.close();
+    }
+
+    /** A tree of files of awkward sizes, nested dirs, a symlink, modes, an empty file. */
+    static Path makeTree(Path root) throws Exception {
+        Random rnd = new Random(7);
+        Files.createDirectories(root.resolve("a/b/c"));
+        Files.createDirectories(root.resolve("empty-dir"));
+        int[] sizes = {0, 1, 4095, 4096, 65537, 1 << 20, 5 * (1 << 20) + 3};
+        for (int i = 0; i < sizes.length; i++) {
+            byte[] b = new byte[sizes[i]];
+            rnd.nextBytes(b);
+            Files.write(root.resolve((i % 2 == 0 ? "a/b/" : "a/b/c/") + "f" + i + ".bin"), b);
+        }
+        Files.writeString(root.resolve("README.txt"), "hello granary\n".repeat(100));
+        Files.createSymbolicLink(root.resolve("link-to-readme"), Path.of("README.txt"));
+        Shell.ok(root, "chmod 0640 README.txt && chmod 0750 a/b && touch -d '2020-01-02 03:04:05' a/b/f0.bin");
+        return root;
+    }
+
+    @Test
+    void cpTreeInAndOutMatchesWithDiff() throws Exception {
+        Path src = makeTree(local.resolve("cp-src"));
+        Shell.ok(mnt, "cp -a " + src + " " + mnt.resolve("cp-in"));
+        Shell.ok(mnt, "diff -r " + src + " " + mnt.resolve("cp-in"));
+        Shell.ok(mnt, "cp -a " + mnt.resolve("cp-in") + " " + local.resolve("cp-out"));
+        Shell.ok(local, "diff -r " + src + " " + local.resolve("cp-out"));
+        // Attributes that cp -a keeps must survive the round trip: modes, mtime, symlink.
+        // (directory sizes and symlink times are filesystem-specific: not compared)
+        String statFmt = "find . \\( -type f -printf '%p %M %s %T+\\n' \\) -o \\( -type d -printf '%p %M %T+\\n' \\)"
+                + " -o \\( -type l -printf '%p %l\\n' \\) | sort";
+        assertEquals(Shell.ok(src, statFmt), Shell.ok(mnt.resolve("cp-in"), statFmt));
+        assertEquals(Shell.ok(src, statFmt), Shell.ok(local.resolve("cp-out"), statFmt));
+    }
+
+    @Test
+    void tarCreateAndExtract() throws Exception {
+        Path src = makeTree(local.resolve("tar-src"));
+        Shell.ok(mnt, "cp -a " + src + " tar-src && tar cf tree.tar -C tar-src . && mkdir tar-x && tar xf tree.tar -C tar-x");
+        Shell.ok(mnt, "diff -r " + src + " tar-x");
+        Shell.ok(local, "tar cf local.tar -C tar-src .");
+        assertEquals(Shell.ok(local, "tar tvf local.tar | awk '{print $1, $3, $6}' | sort"),
+                Shell.ok(mnt, "tar tvf tree.tar | awk '{print $1, $3, $6}' | sort"));
+    }
+
+    @Test
+    void gitInitAddCommitLog() throws Exception {
+        String script = "set -e; export GIT_AUTHOR_DATE='2024-01-01T00:00:00Z' GIT_COMMITTER_DATE='2024-01-01T00:00:00Z';"
+                + " git init -q -b main repo && cd repo && git config user.email t@e.st && git config user.name T;"
+                + " echo one > a.txt && mkdir d && seq 1 10000 > d/n.txt && git add -A && git commit -q -m first;"
+                + " echo two >> a.txt && git mv d/n.txt d/m.txt && git commit -q -am second;"
+                + " git log --format='%H %s' && git status --porcelain && git fsck --no-progress 2>&1 | grep -v '^Checking' || true";
+        Files.createDirectories(local.resolve("git"));
+        Files.createDirectories(mnt.resolve("git"));
+        String expected = Shell.ok(local.resolve("git"), script);
+        String actual = Shell.ok(mnt.resolve("git"), script);
+        assertEquals(expected, actual);
+        assertTrue(actual.contains(" second"), actual);
+    }
+
+    @Test
+    void numpySaveAndLoadNpz() throws Exception {
+        String py = Prerequisites.findPython();
+        Assumptions.assumeTrue(py != null, "SKIPPED: no python3 with numpy and torch");
+        String code = "import numpy as np, sys, hashlib\n"
+                + "rng = np.random.default_rng(3)\n"
+                + "x = rng.standard_normal((64, 64, 48), dtype=np.float32)\n"
+                + "np.savez(sys.argv[1], x=x, y=(x > 0).astype(np.uint8))\n"
+                + "z = np.load(sys.argv[1])\n"
+                + "assert np.array_equal(z['x'], x) and z['y'].sum() == (x > 0).sum()\n"
+                + "print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())\n";
+        Files.writeString(local.resolve("npz.py"), code);
+        String a = Shell.ok(local, py + " npz.py " + local.resolve("v.npz"));
+        String b = Shell.ok(local, py + " npz.py " + mnt.resolve("v.npz"));
+        assertEquals(a, b);
+        assertArrayEquals(Files.readAllBytes(local.resolve("v.npz")), Files.readAllBytes(mnt.resolve("v.npz")));
+    }
+
+    @Test
+    void fileAcrossThreeStripesOnTwoOstsReadAtBoundaries() throws Exception {
+        MdsClient admin = cluster.admin();
+        Path dir = Files.createDirectories(mnt.resolve("striped"));
+        Attr d = admin.lookup(Nodes.ROOT, MdsClient.ROOT_INO, "striped".getBytes(StandardCharsets.UTF_8));
+        int stripe = 64 * 1024;
+        admin.setLayout(Nodes.ROOT, d.getIno(), Layout.newBuilder().setStripeSize(stripe).setStripeCount(2).addOsts(0).addOsts(1).build());
+        byte[] data = new byte[5 * stripe + 12345];
+        new Random(11).nextBytes(data);
+        Files.write(dir.resolve("big.bin"), data);
+        Attr f = admin.lookup(Nodes.ROOT, d.getIno(), "big.bin".getBytes(StandardCharsets.UTF_8));
+        assertEquals(data.length, f.getSize());
+        List<Extent> ext = admin.getExtents(Nodes.ROOT, f.getIno(), 0, 100);
+        assertEquals(6, ext.size(), "one extent per stripe");
+        Set<Integer> osts = new HashSet<>();
+        ext.forEach(e -> osts.add(e.getOst()));
+        assertEquals(Set.of(0, 1), osts, "stripes on both OSTs");
+        try (RandomAccessFile raf = new RandomAccessFile(dir.resolve("big.bin").toFile(), "r")) {
+            long[] offsets = {0, stripe - 10, stripe, 2L * stripe - 1, 3L * stripe - 100, 5L * stripe + 12000, data.length - 1};
+            for (long off : offsets) {
+                int len = (int) Math.min(stripe + 200, data.length - off);
+                byte[] got = new byte[len];
+                raf.seek(off);
+                raf.readFully(got);
+                byte[] want = java.util.Arrays.copyOfRange(data, (int) off, (int) off + len);
+                assertArrayEquals(want, got, "bytes at offset " + off);
+            }
+        }
+        // The blocks are objects in the bucket folder under both OST prefixes.
+        Path bucket = cluster.cluster().bucketFolder();
+        try (Stream<Path> s = Files.walk(bucket)) {
+            long n = s.filter(Files::isRegularFile).filter(p -> p.toString().contains(Long.toHexString(f.getIno()))).count();
+            assertTrue(n >= 6, "expected >= 6 block objects for the file, found " + n);
+        }
+    }
+
+    @Test
+    void pytorchDataLoaderReadsTheSampleDataset() throws Exception {
+        String py = Prerequisites.findPython();
+        Assumptions.assumeTrue(py != null, "SKIPPED: no python3 with numpy and torch");
+        DatasetRunner runner = new DatasetRunner(py, System.out);
+        JsonNode g = runner.generate(mnt.resolve("ds"), 0.05);
+        assertEquals(false, g.path("skipped").asBoolean());
+        JsonNode r = runner.read(mnt.resolve("ds"), 4);
+        assertTrue(r.path("ok").asBoolean(), r.toString());
+        assertEquals(g.path("files").asLong(), r.path("files").asLong());
+        assertEquals(100, r.path("figures").path("resnet50").path("samples").asLong());
+    }
+}

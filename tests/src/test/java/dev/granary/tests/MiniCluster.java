@@ -1,0 +1,93 @@
+package dev.granary.tests;
+
+import dev.granary.mds.client.MdsClient;
+import dev.granary.tools.cluster.LocalCluster;
+import dev.granary.tools.cluster.Nodes;
+import dev.granary.tools.config.GranaryConfig;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * The test fixture: N MDS Raft peers + M OSS + the embedded S3 server in one JVM, each over its
+ * real protocol on loopback ports chosen free, with FUSE mounts on demand. It is
+ * {@link LocalCluster} (the code quickstart runs) with a generated config.
+ */
+public final class MiniCluster implements AutoCloseable {
+    private final LocalCluster cluster;
+    private final Path dir;
+
+    private MiniCluster(LocalCluster cluster, Path dir) {
+        this.cluster = cluster;
+        this.dir = dir;
+    }
+
+    /** Starts a cluster with data under {@code dir} (3 MDS, 2 OSS, 2 OSTs). */
+    public static MiniCluster start(Path dir) throws IOException {
+        return start(configFor(dir));
+    }
+
+    /** Starts a cluster from a config (see {@link #configFor}). */
+    public static MiniCluster start(GranaryConfig cfg) {
+        return new MiniCluster(LocalCluster.start(cfg, null), Path.of(cfg.dataDir));
+    }
+
+    /** A local config (3 MDS, 2 OSS, 2 OSTs in one embedded bucket) on free loopback ports. */
+    public static GranaryConfig configFor(Path dir) throws IOException {
+        Files.createDirectories(dir);
+        int base = freeBase();
+        GranaryConfig cfg = GranaryConfig.localDefault(dir.resolve("data"), dir.resolve("mnt"), base);
+        cfg.client.attrTimeout = "1s";
+        return cfg;
+    }
+
+    /** A base port p such that p, p+61..p+63 and p+71..p+72 are all free. */
+    static int freeBase() {
+        for (int attempt = 0; attempt < 200; attempt++) {
+            int base = ThreadLocalRandom.current().nextInt(20000, 40000);
+            if (free(base) && free(base + 61) && free(base + 62) && free(base + 63) && free(base + 71) && free(base + 72)) {
+                return base;
+            }
+        }
+        throw new IllegalStateException("no free port range found");
+    }
+
+    private static boolean free(int port) {
+        try (ServerSocket s = new ServerSocket()) {
+            s.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** Mounts a FUSE client at {@code mnt} (created if missing). */
+    public Nodes.Client mount(Path mnt) throws IOException {
+        Files.createDirectories(mnt);
+        return cluster.mount(mnt);
+    }
+
+    /** Administrative namespace client (uid 0). */
+    public MdsClient admin() {
+        return cluster.admin();
+    }
+
+    /** The cluster's parts. */
+    public LocalCluster cluster() {
+        return cluster;
+    }
+
+    /** The data folder. */
+    public Path dir() {
+        return dir;
+    }
+
+    @Override
+    public void close() {
+        cluster.close();
+    }
+}

@@ -1,0 +1,189 @@
+package dev.granary.tools.cluster;
+
+import dev.granary.client.fuse.FuseMount;
+import dev.granary.client.vfs.ClientConfig;
+import dev.granary.client.vfs.GranaryVfs;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.client.RaftMdsTransport;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.OstInfo;
+import dev.granary.mds.server.MdsStateMachine;
+import dev.granary.objbacker.EmbeddedS3;
+import dev.granary.objbacker.ObjectStore;
+import dev.granary.objbacker.ObjectStoreException;
+import dev.granary.objbacker.S3Config;
+import dev.granary.objbacker.S3ObjectStore;
+import dev.granary.oss.OssConfig;
+import dev.granary.oss.client.OssClient;
+import dev.granary.oss.server.OssServer;
+import dev.granary.raft.PeerSpec;
+import dev.granary.raft.RaftKvClient;
+import dev.granary.raft.RaftKvServer;
+import dev.granary.raft.RaftServerConfig;
+import dev.granary.tools.UserError;
+import dev.granary.tools.config.GranaryConfig;
+import dev.granary.tools.config.Sizes;
+import java.net.URI;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Starts each Granary part from a {@link GranaryConfig}: the same code runs the parts of
+ * {@code granary quickstart} (all in one JVM) and of {@code granary mds|oss|mount} (one per process).
+ */
+public final class Nodes {
+    /** The identity used for cluster bootstrap operations (registering OSTs and OSSes). */
+    public static final Caller ROOT = Caller.newBuilder().setUid(0).setGid(0).build();
+
+    private Nodes() {}
+
+    /** The MDS Raft peers of the config. */
+    public static List<PeerSpec> peers(GranaryConfig cfg) {
+        return cfg.mds.stream().map(n -> new PeerSpec(n.id, n.address)).toList();
+    }
+
+    /** Starts the embedded S3 server of the config (endpoint "embedded") on its data folder, with the OST buckets. */
+    public static EmbeddedS3 startEmbeddedS3(GranaryConfig cfg) {
+        EmbeddedS3 s3;
+        try {
+            s3 = EmbeddedS3.start(Path.of(cfg.dataDir, "s3"), cfg.s3.embeddedPort, cfg.s3.accessKey, cfg.s3.secretKey);
+        } catch (RuntimeException e) {
+            throw new UserError("cannot start the embedded S3 server on 127.0.0.1:" + cfg.s3.embeddedPort + ": " + rootMessage(e), e);
+        }
+        for (GranaryConfig.Ost o : cfg.osts) {
+            s3.createBucket(o.bucket);
+        }
+        return s3;
+    }
+
+    /** The S3 endpoint the OSSes use. */
+    public static URI s3Endpoint(GranaryConfig cfg) {
+        return "embedded".equals(cfg.s3.endpoint) ? URI.create("http://127.0.0.1:" + cfg.s3.embeddedPort) : URI.create(cfg.s3.endpoint);
+    }
+
+    /** Starts MDS peer {@code id}: a Ratis server with the namespace state machine, storage in data_dir/mds/ID. */
+    public static RaftKvServer startMds(GranaryConfig cfg, String id) {
+        GranaryConfig.node(cfg.mds, id, "mds");
+        RaftServerConfig rc = RaftServerConfig.of(id, peers(cfg), cfg.cluster, Path.of(cfg.dataDir, "mds", id));
+        RaftKvServer server = new RaftKvServer(rc, new MdsStateMachine());
+        try {
+            server.start();
+        } catch (RuntimeException e) {
+            server.close();
+            throw new UserError("cannot start MDS peer " + id + ": " + rootMessage(e), e);
+        }
+        return server;
+    }
+
+    /**
+     * Opens the OST object stores of the config and checks each one is reachable with the
+     * configured credentials (creating the bucket when the endpoint is the embedded server).
+     *
+     * @throws UserError naming the endpoint and the problem (unreachable, access denied, no such bucket)
+     */
+    public static Map<Integer, ObjectStore> openOsts(GranaryConfig cfg) {
+        URI endpoint = s3Endpoint(cfg);
+        Map<Integer, ObjectStore> osts = new LinkedHashMap<>();
+        try {
+            for (GranaryConfig.Ost o : cfg.osts) {
+                S3Config sc = S3Config.of(endpoint, o.bucket, o.prefix, cfg.s3.accessKey, cfg.s3.secretKey)
+                        .withMultipart(Sizes.parseBytes(cfg.s3.multipartThreshold), S3Config.DEFAULT_PART_SIZE);
+                S3ObjectStore store = S3ObjectStore.open(sc);
+                osts.put(o.index, store);
+                if ("embedded".equals(cfg.s3.endpoint)) {
+                    store.ensureBucket();
+                }
+                store.checkAccess();
+            }
+        } catch (ObjectStoreException e) {
+            osts.values().forEach(ObjectStore::close);
+            throw new UserError("S3 " + endpoint + ": " + e.getMessage(), e);
+        }
+        return osts;
+    }
+
+    /** Starts OSS {@code id} serving every OST of the config. */
+    public static OssServer startOss(GranaryConfig cfg, String id) {
+        GranaryConfig.Node n = GranaryConfig.node(cfg.oss, id, "oss");
+        var addr = GranaryConfig.hostPort("oss[" + id + "].address", n.address);
+        Map<Integer, ObjectStore> osts = openOsts(cfg);
+        OssConfig oc = OssConfig.defaults(addr.getHostString(), addr.getPort())
+                .withCache(Sizes.parseBytes(cfg.ossCache), OssConfig.DEFAULT_MAX_CACHED_BLOCK_BYTES);
+        try {
+            return OssServer.start(oc, osts);
+        } catch (RuntimeException e) {
+            osts.values().forEach(ObjectStore::close);
+            throw new UserError("cannot start OSS " + id + " on " + n.address + ": " + rootMessage(e), e);
+        }
+    }
+
+    /** A namespace client over Raft to the config's MDS peers. */
+    public static MdsClient mdsClient(GranaryConfig cfg) {
+        return new MdsClient(new RaftMdsTransport(new RaftKvClient(cfg.cluster, peers(cfg)), true));
+    }
+
+    /** Registers the config's OSTs and OSSes in the MDS (idempotent; the cluster bootstrap). */
+    public static void register(GranaryConfig cfg, MdsClient mds) {
+        for (GranaryConfig.Ost o : cfg.osts) {
+            mds.registerOst(ROOT, OstInfo.newBuilder().setIndex(o.index).setEndpoint(s3Endpoint(cfg).toString())
+                    .setBucket(o.bucket).setPrefix(o.prefix).build());
+        }
+        for (GranaryConfig.Node n : cfg.oss) {
+            mds.registerOss(ROOT, n.address);
+        }
+    }
+
+    /** The FUSE client settings of the config. */
+    public static ClientConfig clientConfig(GranaryConfig cfg) {
+        return ClientConfig.defaults()
+                .withCacheTimeout(Sizes.parseDuration(cfg.client.attrTimeout))
+                .withReadaheadStripes(cfg.client.readaheadStripes)
+                .withMaxDirtyBytes(Sizes.parseBytes(cfg.client.maxDirty))
+                .withAllowOther(cfg.client.allowOther);
+    }
+
+    /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */
+    public record Client(MdsClient mds, OssClient oss, GranaryVfs vfs, FuseMount mount) implements AutoCloseable {
+        @Override
+        public void close() {
+            try {
+                mount.close();
+            } finally {
+                vfs.close();
+                oss.close();
+                mds.close();
+            }
+        }
+    }
+
+    /**
+     * Mounts the filesystem at {@code mountPoint}.
+     *
+     * @throws UserError when the mount point is unusable or the mount fails
+     */
+    public static Client mount(GranaryConfig cfg, Path mountPoint) {
+        MdsClient mds = mdsClient(cfg);
+        OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList());
+        ClientConfig cc = clientConfig(cfg);
+        GranaryVfs vfs = new GranaryVfs(mds, oss, cc);
+        try {
+            return new Client(mds, oss, vfs, FuseMount.mount(vfs, mountPoint, cc));
+        } catch (RuntimeException e) {
+            vfs.close();
+            oss.close();
+            mds.close();
+            throw new UserError("cannot mount " + mountPoint + ": " + rootMessage(e), e);
+        }
+    }
+
+    /** The innermost non-empty message of a throwable chain, on one line. */
+    public static String rootMessage(Throwable t) {
+        String msg = t.getMessage();
+        for (Throwable c = t.getCause(); c != null; c = c.getCause()) {
+            if (c.getMessage() != null && !c.getMessage().isBlank()) msg = c.getMessage();
+        }
+        return msg == null ? t.getClass().getSimpleName() : msg.lines().findFirst().orElse(msg);
+    }
+}

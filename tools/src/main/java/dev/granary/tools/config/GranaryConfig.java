@@ -1,0 +1,213 @@
+package dev.granary.tools.config;
+
+import com.fasterxml.jackson.annotation.JsonProperty;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.PropertyNamingStrategies;
+import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * The cluster configuration file (YAML, snake_case keys), shared by {@code granary mds},
+ * {@code granary oss}, {@code granary mount} and written by {@code granary quickstart}.
+ * The reference of every key is in README.md ("Configuration"). Unknown keys are errors, so a
+ * typo never silently falls back to a default.
+ */
+public final class GranaryConfig {
+    /** Cluster name; the Raft group id derives from it. */
+    public String cluster = "granary";
+    /** Folder for MDS storage (one subfolder per peer) and, for the embedded S3, its bucket folder. */
+    public String dataDir = "granary-data";
+    /** The MDS Raft peers (3 for HA; 1 allowed for dev). */
+    public List<Node> mds = new ArrayList<>();
+    /** The OSS gRPC servers. */
+    public List<Node> oss = new ArrayList<>();
+    /** OSS shared read cache size, e.g. "512MiB". */
+    public String ossCache = "512MiB";
+    /** The S3 endpoint the OSSes use; credentials are read by OSSes only. */
+    public S3 s3 = new S3();
+    /** The OSTs: one bucket (+ prefix) each on the S3 endpoint. */
+    public List<Ost> osts = new ArrayList<>();
+    /** FUSE client settings. */
+    public Client client = new Client();
+
+    /** One server process: a stable id and its host:port. */
+    public static final class Node {
+        public String id;
+        public String address;
+
+        public Node() {}
+
+        public Node(String id, String address) {
+            this.id = id;
+            this.address = address;
+        }
+    }
+
+    /** S3 endpoint settings ("embedded" runs S3Proxy in the process of quickstart). */
+    public static final class S3 {
+        public String endpoint = "embedded";
+        /** For endpoint "embedded": the port it listens on (127.0.0.1). */
+        public int embeddedPort = 19000;
+        public String region = "us-east-1";
+        public String accessKey = "granary";
+        public String secretKey = "granary-secret";
+        public boolean pathStyle = true;
+        /** Objects above this size are written with multipart upload. */
+        public String multipartThreshold = "64MiB";
+    }
+
+    /** One OST. */
+    public static final class Ost {
+        public int index;
+        public String bucket;
+        public String prefix = "";
+
+        public Ost() {}
+
+        public Ost(int index, String bucket, String prefix) {
+            this.index = index;
+            this.bucket = bucket;
+            this.prefix = prefix;
+        }
+    }
+
+    /** FUSE client settings. */
+    public static final class Client {
+        public String mount = "/mnt/train";
+        /** Attribute and dentry cache timeout: how long another client's change may stay invisible. */
+        public String attrTimeout = "1s";
+        /** Stripes kept in flight ahead of a sequential reader. */
+        public int readaheadStripes = 4;
+        /** Dirty data buffered per client before writers block. */
+        public String maxDirty = "256MiB";
+        @JsonProperty("allow_other")
+        public boolean allowOther = true;
+    }
+
+    private static ObjectMapper mapper() {
+        return new ObjectMapper(new YAMLFactory())
+                .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+                .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+    }
+
+    /**
+     * Reads and validates a config file.
+     *
+     * @throws ConfigException with a one-line message naming the file and the problem
+     */
+    public static GranaryConfig load(Path file) {
+        if (!Files.isRegularFile(file)) {
+            throw new ConfigException("config file not found: " + file);
+        }
+        GranaryConfig c;
+        try {
+            c = mapper().readValue(file.toFile(), GranaryConfig.class);
+        } catch (UnrecognizedPropertyException e) {
+            throw new ConfigException(file + ": unknown key '" + e.getPropertyName() + "' (line "
+                    + e.getLocation().getLineNr() + ")");
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new ConfigException(file + ": " + e.getOriginalMessage().lines().findFirst().orElse("unreadable")
+                    + (e.getLocation() == null ? "" : " (line " + e.getLocation().getLineNr() + ")"));
+        } catch (IOException e) {
+            throw new ConfigException(file + ": cannot read: " + e.getMessage());
+        }
+        if (c == null) {
+            throw new ConfigException(file + ": empty config file");
+        }
+        c.validate(file.toString());
+        return c;
+    }
+
+    /** Writes this config as YAML. */
+    public void save(Path file) throws IOException {
+        Files.createDirectories(file.toAbsolutePath().getParent());
+        mapper().writeValue(file.toFile(), this);
+    }
+
+    /**
+     * Checks every field; throws a ConfigException naming the first bad key.
+     *
+     * @param where the file name for messages
+     */
+    public void validate(String where) {
+        String p = where + ": ";
+        if (cluster == null || cluster.isBlank()) throw new ConfigException(p + "cluster must be set");
+        if (mds.isEmpty()) throw new ConfigException(p + "mds: at least one peer is needed (3 for high availability)");
+        if (oss.isEmpty()) throw new ConfigException(p + "oss: at least one OSS is needed");
+        checkNodes(p + "mds", mds);
+        checkNodes(p + "oss", oss);
+        if (osts.isEmpty()) throw new ConfigException(p + "osts: at least one OST is needed");
+        Set<Integer> idx = new HashSet<>();
+        for (Ost o : osts) {
+            if (o.index < 0) throw new ConfigException(p + "osts: index must be >= 0");
+            if (!idx.add(o.index)) throw new ConfigException(p + "osts: duplicate index " + o.index);
+            if (o.bucket == null || !o.bucket.matches("[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")) {
+                throw new ConfigException(p + "osts[" + o.index + "]: bucket '" + o.bucket + "' is not a valid S3 bucket name");
+            }
+            if (o.prefix == null) o.prefix = "";
+        }
+        try {
+            Sizes.parseBytes(ossCache);
+            Sizes.parseBytes(s3.multipartThreshold);
+            Sizes.parseDuration(client.attrTimeout);
+            Sizes.parseBytes(client.maxDirty);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(p + e.getMessage());
+        }
+        if (!"embedded".equals(s3.endpoint) && !s3.endpoint.matches("https?://.+")) {
+            throw new ConfigException(p + "s3.endpoint must be 'embedded' or an http(s):// URL, got '" + s3.endpoint + "'");
+        }
+    }
+
+    private static void checkNodes(String what, List<Node> nodes) {
+        Set<String> ids = new HashSet<>();
+        for (Node n : nodes) {
+            if (n.id == null || !n.id.matches("[A-Za-z0-9_-]+")) {
+                throw new ConfigException(what + ": id '" + n.id + "' must be letters, digits, '-' or '_'");
+            }
+            if (!ids.add(n.id)) throw new ConfigException(what + ": duplicate id " + n.id);
+            hostPort(what + "[" + n.id + "].address", n.address);
+        }
+    }
+
+    /** Splits "host:port", validating the port; throws ConfigException naming {@code what}. */
+    public static java.net.InetSocketAddress hostPort(String what, String address) {
+        if (address == null) throw new ConfigException(what + " must be host:port");
+        int i = address.lastIndexOf(':');
+        try {
+            int port = Integer.parseInt(address.substring(i + 1));
+            if (i <= 0 || port < 1 || port > 65535) throw new NumberFormatException();
+            return java.net.InetSocketAddress.createUnresolved(address.substring(0, i), port);
+        } catch (RuntimeException e) {
+            throw new ConfigException(what + " must be host:port with a port 1..65535, got '" + address + "'");
+        }
+    }
+
+    /** Finds the node with {@code id}, or throws a ConfigException listing the known ids. */
+    public static Node node(List<Node> nodes, String id, String what) {
+        return nodes.stream().filter(n -> n.id.equals(id)).findFirst().orElseThrow(() -> new ConfigException(
+                what + " id '" + id + "' is not in the config (known: "
+                        + String.join(", ", nodes.stream().map(n -> n.id).toList()) + ")"));
+    }
+
+    /** A sample config for a single machine: 3 MDS peers, 2 OSS, the embedded S3, 2 OSTs. */
+    public static GranaryConfig localDefault(Path dataDir, Path mount, int basePort) {
+        GranaryConfig c = new GranaryConfig();
+        c.dataDir = dataDir.toAbsolutePath().toString();
+        for (int i = 1; i <= 3; i++) c.mds.add(new Node("mds" + i, "127.0.0.1:" + (basePort + 60 + i)));
+        for (int i = 1; i <= 2; i++) c.oss.add(new Node("oss" + i, "127.0.0.1:" + (basePort + 70 + i)));
+        c.s3.embeddedPort = basePort;
+        c.osts.add(new Ost(0, "granary", "ost0/"));
+        c.osts.add(new Ost(1, "granary", "ost1/"));
+        c.client.mount = mount.toAbsolutePath().toString();
+        return c;
+    }
+}
