@@ -71,6 +71,7 @@ public final class KvStateMachine extends BaseStateMachine {
         this(applier, false);
     }
 
+    /** Opens (or restores from the latest snapshot) the db and reports its last-applied entry to Ratis. */
     @Override
     public void initialize(RaftServer server, RaftGroupId groupId, RaftStorage raftStorage) throws IOException {
         super.initialize(server, groupId, raftStorage);
@@ -119,11 +120,13 @@ public final class KvStateMachine extends BaseStateMachine {
         LOG.info("{}: restored db from snapshot {}", getId(), snapshotDir.getFileName());
     }
 
+    /** The checkpoint-based snapshot storage under {@code sm/}. */
     @Override
     public StateMachineStorage getStateMachineStorage() {
         return storage;
     }
 
+    /** The latest checkpoint snapshot (its files are what Ratis sends to a lagging follower), or null. */
     @Override
     public FileListSnapshotInfo getLatestSnapshot() {
         return storage.getLatestSnapshot();
