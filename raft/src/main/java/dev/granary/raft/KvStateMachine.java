@@ -175,9 +175,11 @@ public final class KvStateMachine extends BaseStateMachine {
             synchronized (applyLock) {
                 RocksKv db = kv;
                 if (index <= db.lastAppliedIndex()) {
-                    // Already in the db (replayed after a crash between commit and Ratis bookkeeping).
-                    LOG.warn("{}: entry {} already applied (db at {}), skipping", getId(), index, db.lastAppliedIndex());
-                    updateLastAppliedTermIndex(term, index);
+                    // Already in the db: Ratis replays the log from its latest snapshot (from the
+                    // start when there is none, e.g. after SIGKILL), but the db is durable on its
+                    // own and records the last applied index. Skip without moving the applied
+                    // index backwards (BaseStateMachine asserts it only grows).
+                    LOG.debug("{}: entry {} already applied (db at {}), skipping", getId(), index, db.lastAppliedIndex());
                     return CompletableFuture.completedFuture(Message.EMPTY);
                 }
                 ByteString data = trx.getStateMachineLogEntry().getLogData();
@@ -214,9 +216,10 @@ public final class KvStateMachine extends BaseStateMachine {
             RocksKv db = kv;
             if (db != null && failure == null) {
                 synchronized (applyLock) {
-                    if (index > db.lastAppliedIndex()) {
-                        db.markApplied(term, index);
+                    if (index <= db.lastAppliedIndex()) {
+                        return; // replayed entry already in the db: see applyTransaction
                     }
+                    db.markApplied(term, index);
                 }
             }
         } finally {

@@ -59,6 +59,12 @@ public final class RaftKvServer implements AutoCloseable {
         this.stateMachine = new KvStateMachine(Objects.requireNonNull(applier, "applier"));
     }
 
+    /**
+     * Whether a peer takes a Raft snapshot when it stops cleanly (Ratis default: yes). Tests turn
+     * it off to restart peers the way a crash (SIGKILL) leaves them: with no snapshot of the latest state.
+     */
+    static volatile boolean snapshotOnStop = true;
+
     /** Ratis properties for this peer (exposed for tests and tuning). */
     RaftProperties properties() {
         RaftProperties p = new RaftProperties();
@@ -83,6 +89,7 @@ public final class RaftKvServer implements AutoCloseable {
 
         int threshold = config.snapshotAutoTriggerThreshold();
         RaftServerConfigKeys.Snapshot.setAutoTriggerEnabled(p, true);
+        RaftServerConfigKeys.Snapshot.setTriggerWhenStopEnabled(p, snapshotOnStop);
         RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, threshold);
         RaftServerConfigKeys.Snapshot.setCreationGap(p, Math.min(1024, threshold));
         RaftServerConfigKeys.Log.setPurgeUptoSnapshotIndex(p, true);

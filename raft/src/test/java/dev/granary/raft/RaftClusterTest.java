@@ -162,6 +162,44 @@ class RaftClusterTest {
         }
     }
 
+    /**
+     * A crash leaves no Raft snapshot of the latest state: Ratis then replays the log from its
+     * start over a db that already holds those entries. Regression: the replay tried to move the
+     * applied index backwards and every peer's state machine stopped.
+     */
+    @Test
+    void restartWithoutSnapshotLikeAfterSigkillSkipsEntriesAlreadyInTheDb() throws Exception {
+        RaftKvServer.snapshotOnStop = false;
+        try {
+            TestCluster cl = new TestCluster(tmp, "crash", 3, 10_000, 8L << 20).startAll();
+            try (RaftKvClient c = cl.client()) {
+                cl.awaitLeader(WAIT);
+                for (int i = 0; i < 10; i++) {
+                    put(c, "k" + i, "v" + i);
+                }
+            } finally {
+                cl.close();
+            }
+            try (cl; RaftKvClient c = cl.client()) {
+                cl.startAll();
+                for (RaftKvServer s : cl.servers) {
+                    assertEquals(-1, s.latestSnapshotIndex(), "no snapshot was taken: " + s.peerId());
+                }
+                cl.awaitLeader(WAIT);
+                assertTrue(put(c, "k10", "v10").startsWith("ok "));
+                for (int i = 0; i <= 10; i++) {
+                    assertEquals("v" + i, get(c, "k" + i));
+                }
+                assertEquals("11", new String(c.read("count".getBytes(UTF_8)), UTF_8), "each entry applied once");
+                for (RaftKvServer s : cl.servers) {
+                    assertTrue(s.isRunning() && s.failure().isEmpty(), s.peerId() + " failed: " + s.failure());
+                }
+            }
+        } finally {
+            RaftKvServer.snapshotOnStop = true;
+        }
+    }
+
     @Test
     void laggingPeerCatchesUpBySnapshotInstallAfterLogPurge() throws Exception {
         try (TestCluster cl = new TestCluster(tmp, "snap", 3, 40, 4096).startAll();

@@ -47,6 +47,8 @@ final class GranaryProcess implements AutoCloseable {
     static GranaryProcess start(Path dir, Map<String, String> env, String... args) throws IOException {
         String java = ProcessHandle.current().info().command().orElse("java");
         List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx1g",
+                // the CLI's own logging config (tools' logback.xml), not the tests' logback-test.xml
+                "-Dlogback.configurationFile=logback.xml",
                 "-cp", System.getProperty("java.class.path"), "dev.granary.tools.GranaryCli"));
         cmd.addAll(List.of(args));
         ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());

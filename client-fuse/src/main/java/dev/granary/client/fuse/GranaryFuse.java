@@ -23,7 +23,6 @@ import ru.serce.jnrfuse.ErrorCodes;
 import ru.serce.jnrfuse.FuseFillDir;
 import ru.serce.jnrfuse.FuseStubFS;
 import ru.serce.jnrfuse.struct.FileStat;
-import ru.serce.jnrfuse.struct.Flock;
 import ru.serce.jnrfuse.struct.FuseFileInfo;
 import ru.serce.jnrfuse.struct.FusePollhandle;
 import ru.serce.jnrfuse.struct.Statvfs;
@@ -39,9 +38,9 @@ import ru.serce.jnrfuse.struct.Timespec;
  * <p>Supported: getattr, fgetattr, readlink, mknod (regular files), mkdir, unlink, rmdir,
  * symlink, rename, link, chmod, chown, truncate, ftruncate, utimens, open, create, read, write,
  * flush, fsync, release, opendir, readdir, releasedir, fsyncdir, statfs, access, setxattr,
- * getxattr, listxattr, removexattr. Explicitly unsupported ({@code -ENOSYS}): lock and flock
- * (no cluster-wide locks; a lock that only holds on one node would fake success), bmap, ioctl,
- * poll, fallocate. jnr-fuse registers with libfuse only the methods not marked
+ * getxattr, listxattr, removexattr. Explicitly unsupported ({@code -ENOSYS}): bmap, ioctl,
+ * poll, fallocate. lock and flock are not registered, so the kernel keeps fcntl/flock locks
+ * node-locally (not shared between clients; see docs/SEMANTICS.md). jnr-fuse registers with libfuse only the methods not marked
  * {@code @NotImplemented}; the remaining stubs (read_buf, write_buf, init, destroy) stay
  * unregistered, so libfuse uses read/write and nothing returns a fake 0.
  *
@@ -455,17 +454,11 @@ public class GranaryFuse extends FuseStubFS {
 
     // ------------------------------------------------------------------ explicitly unsupported
 
-    /** POSIX record locks: not supported cluster-wide, so not faked locally: -ENOSYS. */
-    @Override
-    public int lock(String path, FuseFileInfo fi, int cmd, Flock flock) {
-        return -ErrorCodes.ENOSYS();
-    }
-
-    /** flock(2): not supported cluster-wide: -ENOSYS. */
-    @Override
-    public int flock(String path, FuseFileInfo fi, int op) {
-        return -ErrorCodes.ENOSYS();
-    }
+    // lock and flock are deliberately NOT overridden: jnr-fuse then leaves them out of the
+    // operations it hands libfuse, libfuse does not ask the kernel for FUSE_POSIX_LOCKS /
+    // FUSE_FLOCK_LOCKS, and the kernel keeps fcntl and flock locks itself, node-locally (as
+    // Mountpoint and JuiceFS without its lock option do). Locks are not shared between
+    // clients yet: docs/SEMANTICS.md says so. Returning ENOSYS instead broke sqlite and lock files.
 
     /** Block mapping (only for block-device-backed filesystems): -ENOSYS. */
     @Override

@@ -394,6 +394,15 @@ public final class GranaryVfs implements AutoCloseable {
 
     private Attr setattr(Caller c, SetAttrRequest.Builder b) {
         Attr a = mds.setattr(c, b.build());
+        if ((b.getValid() & MdsClient.SETATTR_MTIME) != 0) {
+            // An explicit mtime outlives writes still buffered in open handles (cp -a sets times
+            // with futimens before close): their commit must not overwrite it.
+            for (OpenFile f : files.values()) {
+                if (f.ino() == a.getIno()) {
+                    f.mtimeSetExplicitly();
+                }
+            }
+        }
         attrs.put(a.getIno(), a);
         return a;
     }

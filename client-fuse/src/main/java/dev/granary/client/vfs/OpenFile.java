@@ -68,6 +68,8 @@ public final class OpenFile {
     private long writeSeq;
     private long committedSeq;
     private long lastWriteNs;
+    /** utimensat set the mtime after the last write: the next commit must keep it. */
+    private volatile boolean mtimeSetExplicitly;
     private FsException uploadError;
     private long nextSequentialOffset = -1;
     private boolean closed;
@@ -117,6 +119,11 @@ public final class OpenFile {
     }
 
     /** The inode number. */
+    /** Records that the file's mtime was set explicitly (utimensat) after this handle's last write. */
+    void mtimeSetExplicitly() {
+        mtimeSetExplicitly = true;
+    }
+
     public long ino() {
         return ino;
     }
@@ -372,6 +379,7 @@ public final class OpenFile {
             }
             writeSeq++;
             lastWriteNs = GranaryVfs.nowNs();
+            mtimeSetExplicitly = false;
             return len;
         } finally {
             lock.unlock();
@@ -532,7 +540,8 @@ public final class OpenFile {
             }
             List<Extent> extents = new ArrayList<>(uploaded.values());
             extents.sort((x, y) -> Long.compare(x.getStripeIndex(), y.getStripeIndex()));
-            Attr attr = vfs.mds().commitExtents(opener, ino, extents, commitSize, lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs);
+            Attr attr = vfs.mds().commitExtents(opener, ino, extents, commitSize,
+                    lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
             committed.putAll(uploaded);
             uploaded.clear();
             committedSeq = seq;

@@ -115,6 +115,31 @@ class GranaryVfsTest {
         return e.errno();
     }
 
+    /**
+     * cp -a / tar / rsync: write, set times with futimens while the file is still open, close.
+     * The explicit mtime must survive the commit at close (regression: close stamped the write time).
+     */
+    @Test
+    void mtimeSetWhileOpenSurvivesTheCommitAtClose() {
+        String p = dir + "/timed";
+        long fh = vfs.create(ROOT, p, 0644, O_CREAT | O_WRONLY | O_TRUNC);
+        byte[] data = random(3 * S + 100, 21);
+        assertEquals(data.length, vfs.write(ROOT, fh, 0, data, data.length));
+        long explicit = 1_577_934_245_000_000_000L; // 2020-01-02T03:04:05Z
+        vfs.utimens(ROOT, p, GranaryVfs.TIME_OMIT, explicit);
+        vfs.release(ROOT, fh);
+        vfs.invalidateCaches();
+        assertEquals(explicit, vfs.getattr(ROOT, p).getMtimeNs());
+        assertEquals(data.length, vfs.getattr(ROOT, p).getSize());
+        // A write after the utimens moves the mtime again, as on a local filesystem.
+        long fh2 = vfs.open(ROOT, p, O_WRONLY);
+        vfs.utimens(ROOT, p, GranaryVfs.TIME_OMIT, explicit);
+        vfs.write(ROOT, fh2, 0, new byte[] {1}, 1);
+        vfs.release(ROOT, fh2);
+        vfs.invalidateCaches();
+        assertTrue(vfs.getattr(ROOT, p).getMtimeNs() > explicit, "write after utimens sets mtime");
+    }
+
     @Test
     void smallFileRoundTrip() {
         byte[] data = "hello, granary\n".getBytes(StandardCharsets.UTF_8);

@@ -145,8 +145,17 @@ public final class MdsClient implements AutoCloseable {
 
     /** Commits written extents with the new size and mtime in one Raft operation; returns the new attributes. */
     public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs) {
+        return commitExtents(c, ino, extents, newSize, mtimeNs, false);
+    }
+
+    /**
+     * As {@link #commitExtents(Caller, long, List, long, long)}; {@code keepMtime}: the mtime was set
+     * explicitly after the last write (utimensat), so the commit leaves it alone.
+     * {@code mtimeNs} is the time of the last write, ns (0: now).
+     */
+    public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
         return write(req(c).setCommitExtents(CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents)
-                .setNewSize(newSize).setMtimeNs(mtimeNs))).getAttr();
+                .setNewSize(newSize).setMtimeNs(mtimeNs).setKeepMtime(keepMtime))).getAttr();
     }
 
     /** Extents of {@code ino} with stripe index in {@code [fromStripe, toStripe)}, ascending. */

@@ -1201,6 +1201,16 @@ public final class Namespace {
      *     the end of the file), EFBIG
      */
     public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, long now) {
+        return commitExtents(c, ino, extents, newSize, mtimeNs, false, now);
+    }
+
+    /**
+     * As above. {@code mtimeNs} is the time of the last write (0: {@code now}); the mtime becomes it
+     * and ctime becomes {@code now}, unless {@code keepMtime}: utimensat set the mtime (and ctime)
+     * after the last write, so both stay (a local filesystem updates them at write(2), and a later
+     * utimensat wins).
+     */
+    public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime, long now) {
         requireWritable();
         InodeRecord r = inode(ino);
         if (isDir(r.getMode())) {
@@ -1248,7 +1258,14 @@ public final class Namespace {
             }
             MdsSchema.putExtent(txn, ino, epoch, e.toBuilder().setBirthEpoch(epoch).build());
         }
-        InodeRecord.Builder b = r.toBuilder().setSize(size).setMtimeNs(mtimeNs != 0 ? mtimeNs : now).setCtimeNs(now);
+        long writeNs = mtimeNs != 0 ? mtimeNs : now;
+        InodeRecord.Builder b = r.toBuilder().setSize(size);
+        if (keepMtime) {
+            // utimensat after the last write already set ctime to its (later) time: keep both.
+            b.setCtimeNs(Math.max(r.getCtimeNs(), writeNs));
+        } else {
+            b.setMtimeNs(writeNs).setCtimeNs(now);
+        }
         if (c.getUid() != 0) {
             int m = b.getMode() & ~S_ISUID;
             if ((m & (S_ISGID | 0010)) == (S_ISGID | 0010)) {

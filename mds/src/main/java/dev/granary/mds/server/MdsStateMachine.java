@@ -159,7 +159,7 @@ public final class MdsStateMachine implements KvApplier {
             case SETLAYOUT -> out.setLayout(ns.setLayout(c, r.getSetlayout().getIno(), r.getSetlayout().getLayout(), now));
             case COMMIT_EXTENTS -> {
                 var q = r.getCommitExtents();
-                out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), now));
+                out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
             }
             case REGISTER_OST -> ns.registerOst(c, r.getRegisterOst().getOst());
             case REGISTER_OSS -> ns.registerOss(c, r.getRegisterOss().getOss());

@@ -72,6 +72,32 @@ class ExtentsTest extends MdsTestBase {
         assertErrno(Status.EBUSY, () -> mds.setLayout(ROOT, w.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(1).build()));
     }
 
+    /**
+     * cp -a writes, sets the source's times with futimens while the file is open, then closes:
+     * the commit at close must keep that mtime and must not move ctime past the utimens.
+     * Regression: the commit stamped mtime = write time and ctime = now (diff of cp -a trees, tar
+     * "file changed as we read it").
+     */
+    @Test
+    void commitKeepsAnExplicitMtimeAndSetsCtimeToTheWriteTime() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        long writeNs = f.getCtimeNs() + 1;
+        Attr a = mds.commitExtents(ROOT, f.getIno(), List.of(ext(f.getLayout(), 0, "b0", 10)), 10, writeNs);
+        assertEquals(writeNs, a.getMtimeNs(), "mtime = time of the last write");
+        assertTrue(a.getCtimeNs() > f.getCtimeNs(), "ctime = the commit's time");
+
+        long explicit = 1_500_000_000_123_456_789L;
+        Attr u = mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno())
+                .setValid(MdsClient.SETATTR_MTIME).setMtimeNs(explicit).build());
+        assertEquals(explicit, u.getMtimeNs());
+        Attr k = mds.commitExtents(ROOT, f.getIno(), List.of(ext(f.getLayout(), 0, "b1", 20)), 20, writeNs + 5, true);
+        assertEquals(explicit, k.getMtimeNs(), "keep_mtime leaves the utimens value");
+        assertEquals(u.getCtimeNs(), k.getCtimeNs(), "ctime not moved: the utimens was later than the write");
+        assertTrue(u.getCtimeNs() > a.getCtimeNs());
+        assertEquals(20, k.getSize());
+    }
+
     @Test
     void commitAndGetExtents() {
         registerOsts(2);

@@ -99,9 +99,23 @@ public final class Nodes {
             }
         } catch (ObjectStoreException e) {
             osts.values().forEach(ObjectStore::close);
-            throw new UserError("S3 " + endpoint + ": " + e.getMessage(), e);
+            throw new UserError(s3Problem(cfg, endpoint, e), e);
         }
         return osts;
+    }
+
+    /** One line saying what is wrong with the S3 endpoint and which config key to check. */
+    static String s3Problem(GranaryConfig cfg, URI endpoint, ObjectStoreException e) {
+        String detail = e.getMessage() == null ? e.kind().name() : e.getMessage();
+        int colon = detail.lastIndexOf(": ");
+        String cause = colon >= 0 ? detail.substring(colon + 2) : detail;
+        return switch (e.kind()) {
+            case UNREACHABLE -> "S3 endpoint " + endpoint + " is unreachable (" + cause + "): check s3.endpoint and that the server runs";
+            case ACCESS_DENIED -> "S3 endpoint " + endpoint + " denied access with access key '" + cfg.s3.accessKey + "' ("
+                    + cause + "): check s3.access_key and s3.secret_key";
+            case NO_SUCH_BUCKET -> "S3 endpoint " + endpoint + ": bucket missing (" + cause + "): create it or fix osts[].bucket";
+            default -> "S3 endpoint " + endpoint + ": " + detail;
+        };
     }
 
     /** Starts OSS {@code id} serving every OST of the config. */
