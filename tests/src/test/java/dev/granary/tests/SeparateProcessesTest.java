@@ -1,0 +1,89 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.objbacker.EmbeddedS3;
+import dev.granary.tools.cluster.MountPoints;
+import dev.granary.tools.config.GranaryConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The deployment path: {@code granary mds}, {@code granary oss} and {@code granary mount} as
+ * separate processes from one config file, against an S3 endpoint given by URL (an S3Proxy
+ * started by the test, standing in for MinIO or AWS S3).
+ */
+class SeparateProcessesTest {
+    @TempDir
+    Path tmp;
+
+    @Test
+    void mdsOssAndMountAsSeparateProcessesFromOneConfig() throws Exception {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        int base = MiniCluster.freeBase();
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        List<GranaryProcess> procs = new ArrayList<>();
+        try (EmbeddedS3 s3 = EmbeddedS3.start(Files.createDirectories(tmp.resolve("s3")), 0, "ak", "sk")) {
+            s3.createBucket("train-data");
+            GranaryConfig cfg = new GranaryConfig();
+            cfg.cluster = "sep";
+            cfg.dataDir = tmp.resolve("data").toString();
+            cfg.mds.add(new GranaryConfig.Node("mds1", "127.0.0.1:" + (base + 61)));
+            cfg.oss.add(new GranaryConfig.Node("oss1", "127.0.0.1:" + (base + 71)));
+            cfg.s3.endpoint = s3.endpoint().toString();
+            cfg.s3.accessKey = "ak";
+            cfg.s3.secretKey = "sk";
+            cfg.osts.add(new GranaryConfig.Ost(0, "train-data", "ost0/"));
+            cfg.osts.add(new GranaryConfig.Ost(1, "train-data", "ost1/"));
+            cfg.client.mount = mnt.toString();
+            Path conf = tmp.resolve("granary.yaml");
+            cfg.save(conf);
+
+            GranaryProcess mds = GranaryProcess.start(tmp, Map.of(), "mds", "-c", conf.toString(), "--id", "mds1");
+            procs.add(mds);
+            assertTrue(mds.awaitLine("granary mds mds1 serving", 120), mds.transcript());
+            GranaryProcess oss = GranaryProcess.start(tmp, Map.of(), "oss", "-c", conf.toString(), "--id", "oss1");
+            procs.add(oss);
+            assertTrue(oss.awaitLine("granary oss oss1 serving", 120), oss.transcript());
+            GranaryProcess mount = GranaryProcess.start(tmp, Map.of(), "mount", "-c", conf.toString());
+            procs.add(mount);
+            assertTrue(mount.awaitLine("granary mounted at", 120), mount.transcript());
+
+            byte[] data = new byte[9 * 1024 * 1024 + 7];
+            new Random(3).nextBytes(data);
+            Files.createDirectories(mnt.resolve("shards"));
+            Files.write(mnt.resolve("shards/000.bin"), data);
+            assertArrayEquals(data, Files.readAllBytes(mnt.resolve("shards/000.bin")));
+
+            try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
+                assertEquals(0, status.waitFor(120), status.transcript());
+                String out = String.join("\n", status.out);
+                assertTrue(out.contains("OST 0") && out.contains("OST 1") && out.contains("127.0.0.1:" + (base + 71)), out);
+            }
+            // The data is in the bucket given by URL, under both OST prefixes (4 MiB stripes, 2 OSTs).
+            try (Stream<Path> s = Files.walk(s3.bucketDir("train-data"))) {
+                List<String> blocks = s.filter(Files::isRegularFile).map(p -> s3.bucketDir("train-data").relativize(p).toString()).toList();
+                assertTrue(blocks.stream().anyMatch(b -> b.startsWith("ost0/")) && blocks.stream().anyMatch(b -> b.startsWith("ost1/")), blocks.toString());
+            }
+            mount.process.destroy(); // SIGTERM: unmounts
+            mount.waitFor(60);
+            assertNull(MountPoints.mountedFsType(mnt), "unmounted after SIGTERM");
+        } finally {
+            for (GranaryProcess p : procs) {
+                p.close();
+            }
+            MountPoints.unmountLazy(mnt);
+        }
+    }
+}
