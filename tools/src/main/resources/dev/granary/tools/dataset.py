@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Sample training datasets in MLPerf Storage shapes, written and read through a Granary mount.
 
-  dataset.py generate --root DIR [--scale S]   write unet3d-like .npz volumes and resnet50-like
-                                               ~110 KiB records, plus manifest.json (sha256 of each)
+  dataset.py generate --root DIR [--scale S] [--writers 8]
+                                               write unet3d-like .npz volumes and resnet50-like
+                                               ~110 KiB records with 8 writer threads, plus
+                                               manifest.json (sha256 of each)
   dataset.py read --root DIR [--workers 4]     read every sample with a PyTorch DataLoader,
                                                verify every checksum against the manifest, and
                                                print samples/s and MiB/s per shape
@@ -41,8 +43,31 @@ def sha256_bytes(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def generate(root, scale, seed):
-    rng = np.random.default_rng(seed)
+def _unet3d_sample(root, i, shape, seed):
+    rng = np.random.default_rng([seed, 1, i])
+    x = rng.standard_normal(shape, dtype=np.float32)
+    y = (x > 0.5).astype(np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, x=x, y=y)
+    data = buf.getvalue()
+    rel = f"unet3d/sample_{i:04d}.npz"
+    with open(os.path.join(root, rel), "wb") as f:
+        f.write(data)
+    return rel, {"sha256": sha256_bytes(data), "size": len(data), "shape": "unet3d"}
+
+
+def _resnet_record(root, i, seed):
+    data = np.random.default_rng([seed, 2, i]).integers(0, 256, RESNET_BYTES, dtype=np.uint8).tobytes()
+    rel = f"resnet50/rec_{i:05d}.bin"
+    with open(os.path.join(root, rel), "wb") as f:
+        f.write(data)
+    return rel, {"sha256": sha256_bytes(data), "size": len(data), "shape": "resnet50"}
+
+
+def generate(root, scale, seed, writers):
+    """Writes the dataset with `writers` threads (as data-prep jobs do); content depends only on seed."""
+    from concurrent.futures import ThreadPoolExecutor
+
     manifest_path = os.path.join(root, "manifest.json")
     if os.path.exists(manifest_path):
         with open(manifest_path) as f:
@@ -50,40 +75,25 @@ def generate(root, scale, seed):
         print(f"dataset already present at {root} ({len(manifest['files'])} files); not rewritten")
         result({"op": "generate", "files": len(manifest["files"]), "bytes": manifest["bytes"], "skipped": True})
         return 0
-    files = {}
-    total = 0
     t0 = time.perf_counter()
     n_unet = max(1, int(round(UNET3D_FILES * scale)))
     shape = tuple(max(8, int(d * min(1.0, scale ** (1 / 3)))) for d in UNET3D_SHAPE)
-    os.makedirs(os.path.join(root, "unet3d"), exist_ok=True)
-    for i in range(n_unet):
-        x = rng.standard_normal(shape, dtype=np.float32)
-        y = (x > 0.5).astype(np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, x=x, y=y)
-        data = buf.getvalue()
-        rel = f"unet3d/sample_{i:04d}.npz"
-        with open(os.path.join(root, rel), "wb") as f:
-            f.write(data)
-        files[rel] = {"sha256": sha256_bytes(data), "size": len(data), "shape": "unet3d"}
-        total += len(data)
     n_res = max(1, int(round(RESNET_FILES * scale)))
+    os.makedirs(os.path.join(root, "unet3d"), exist_ok=True)
     os.makedirs(os.path.join(root, "resnet50"), exist_ok=True)
-    for i in range(n_res):
-        data = rng.integers(0, 256, RESNET_BYTES, dtype=np.uint8).tobytes()
-        rel = f"resnet50/rec_{i:05d}.bin"
-        with open(os.path.join(root, rel), "wb") as f:
-            f.write(data)
-        files[rel] = {"sha256": sha256_bytes(data), "size": len(data), "shape": "resnet50"}
-        total += len(data)
+    with ThreadPoolExecutor(max_workers=writers) as pool:
+        jobs = [pool.submit(_unet3d_sample, root, i, shape, seed) for i in range(n_unet)]
+        jobs += [pool.submit(_resnet_record, root, i, seed) for i in range(n_res)]
+        files = dict(j.result() for j in jobs)
+    total = sum(v["size"] for v in files.values())
     manifest = {"files": files, "bytes": total, "unet3d_shape": list(shape)}
     tmp = manifest_path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(manifest, f)
     os.rename(tmp, manifest_path)
     dt = time.perf_counter() - t0
-    print(f"wrote {len(files)} files, {total / MIB:.1f} MiB in {dt:.2f} s ({total / MIB / dt:.1f} MiB/s)")
-    result({"op": "generate", "files": len(files), "bytes": total, "seconds": dt, "skipped": False})
+    print(f"wrote {len(files)} files, {total / MIB:.1f} MiB in {dt:.2f} s ({total / MIB / dt:.1f} MiB/s, {writers} writer threads)")
+    result({"op": "generate", "files": len(files), "bytes": total, "seconds": dt, "skipped": False, "writers": writers})
     return 0
 
 
@@ -152,9 +162,10 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--writers", type=int, default=8, help="threads writing the dataset (generate)")
     a = ap.parse_args()
     if a.command == "generate":
-        return generate(a.root, a.scale, a.seed)
+        return generate(a.root, a.scale, a.seed, a.writers)
     return read(a.root, a.workers, a.passes)
 
 

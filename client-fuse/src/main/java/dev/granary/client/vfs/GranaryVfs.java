@@ -70,6 +70,14 @@ public final class GranaryVfs implements AutoCloseable {
     private final ExecutorService ioExecutor;
     private final Cache<DentryKey, Long> dentries;
     private final Cache<Long, Attr> attrs;
+    /**
+     * Negative xattr cache: (inode, name) pairs the MDS answered ENODATA for, kept for the cache
+     * timeout like attributes. The kernel asks for "security.capability" before every write(2)
+     * to a FUSE file (file_remove_privs); without this each 128 KiB write cost an MDS round trip.
+     */
+    private final Cache<XattrKey, Boolean> absentXattrs;
+
+    private record XattrKey(long ino, String name) {}
     private final AtomicLong nextHandle = new AtomicLong(1);
     private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
     private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
@@ -99,6 +107,7 @@ public final class GranaryVfs implements AutoCloseable {
         });
         this.dentries = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.attrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
+        this.absentXattrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
     }
 
     /** A caller identity: uid, primary gid and supplementary gids. */
@@ -733,13 +742,30 @@ public final class GranaryVfs implements AutoCloseable {
     /** setxattr(2) with XATTR_CREATE / XATTR_REPLACE flags: EEXIST, ENODATA, ERANGE. */
     public void setxattr(Caller c, String path, String name, byte[] value, int flags) {
         Attr a = lookup(c, path);
-        mds.setxattr(c, a.getIno(), xattrName(name), value, flags);
+        byte[] n = xattrName(name);
+        absentXattrs.invalidate(new XattrKey(a.getIno(), name));
+        mds.setxattr(c, a.getIno(), n, value, flags);
     }
 
-    /** getxattr(2): the value; ENODATA when absent. */
+    /**
+     * getxattr(2): the value; ENODATA when absent. An absent name is remembered for the cache
+     * timeout (another client's setxattr may stay invisible that long, as its attribute changes).
+     */
     public byte[] getxattr(Caller c, String path, String name) {
         Attr a = lookup(c, path);
-        return mds.getxattr(c, a.getIno(), xattrName(name));
+        byte[] n = xattrName(name);
+        XattrKey key = new XattrKey(a.getIno(), name);
+        if (absentXattrs.getIfPresent(key) != null) {
+            throw new FsException(Status.ENODATA, name);
+        }
+        try {
+            return mds.getxattr(c, a.getIno(), n);
+        } catch (FsException e) {
+            if (e.status() == Status.ENODATA) {
+                absentXattrs.put(key, Boolean.TRUE);
+            }
+            throw e;
+        }
     }
 
     /** listxattr(2): the names (UTF-8). */
@@ -755,7 +781,12 @@ public final class GranaryVfs implements AutoCloseable {
     /** removexattr(2): ENODATA when absent. */
     public void removexattr(Caller c, String path, String name) {
         Attr a = lookup(c, path);
-        mds.removexattr(c, a.getIno(), xattrName(name));
+        byte[] n = xattrName(name);
+        try {
+            mds.removexattr(c, a.getIno(), n);
+        } finally {
+            absentXattrs.invalidate(new XattrKey(a.getIno(), name));
+        }
     }
 
     private static byte[] xattrName(String name) {
@@ -770,6 +801,7 @@ public final class GranaryVfs implements AutoCloseable {
     public void invalidateCaches() {
         dentries.invalidateAll();
         attrs.invalidateAll();
+        absentXattrs.invalidateAll();
     }
 
     /**

@@ -29,6 +29,9 @@ public final class LocalCluster implements AutoCloseable {
     public final ExecutorService blockExecutor;
     public final DirectBlockIo blockIo;
     public final MdsClient mds;
+    /** MDS requests sent, by operation (the namespace's real state machine answers them). */
+    public final java.util.Map<dev.granary.mds.proto.MdsRequest.OpCase, java.util.concurrent.atomic.AtomicLong> mdsCalls =
+            new java.util.concurrent.ConcurrentHashMap<>();
 
     public LocalCluster(Path dir) {
         s3 = EmbeddedS3.start(dir.resolve("s3"), 0, "test-access", "test-secret-key");
@@ -37,7 +40,30 @@ public final class LocalCluster implements AutoCloseable {
         ost1 = S3ObjectStore.open(s3.config(BUCKET, "ost1"));
         blockExecutor = Executors.newFixedThreadPool(16);
         blockIo = new DirectBlockIo(Map.<Integer, ObjectStore>of(0, ost0, 1, ost1), blockExecutor);
-        mds = new MdsClient(LocalMdsTransport.open(dir.resolve("mds")));
+        LocalMdsTransport local = LocalMdsTransport.open(dir.resolve("mds"));
+        mds = new MdsClient(new dev.granary.mds.client.MdsTransport() {
+            private dev.granary.mds.proto.MdsResponse count(dev.granary.mds.proto.MdsRequest r) {
+                mdsCalls.computeIfAbsent(r.getOpCase(), k -> new java.util.concurrent.atomic.AtomicLong()).incrementAndGet();
+                return null;
+            }
+
+            @Override
+            public dev.granary.mds.proto.MdsResponse write(dev.granary.mds.proto.MdsRequest r) {
+                count(r);
+                return local.write(r);
+            }
+
+            @Override
+            public dev.granary.mds.proto.MdsResponse read(dev.granary.mds.proto.MdsRequest r) {
+                count(r);
+                return local.read(r);
+            }
+
+            @Override
+            public void close() {
+                local.close();
+            }
+        });
         for (int i = 0; i < 2; i++) {
             mds.registerOst(ROOT, OstInfo.newBuilder().setIndex(i).setEndpoint(s3.endpoint().toString())
                     .setBucket(BUCKET).setPrefix("ost" + i).build());
