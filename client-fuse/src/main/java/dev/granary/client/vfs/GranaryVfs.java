@@ -569,7 +569,18 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public long open(Caller c, String path, int flags) {
         Attr a = lookup(c, path);
-        a = mds.getattr(c, a.getIno()); // fresh: close-to-open
+        if (isDir(a)) {
+            throw new FsException(Status.EISDIR, path);
+        }
+        List<Extent> extents = null;
+        if (isReg(a)) {
+            // Fresh attributes and the extent map in one MDS read: close-to-open consistency.
+            MdsClient.FileMap m = mds.getFileMap(c, a.getIno());
+            a = m.attr();
+            extents = m.extents();
+        } else {
+            a = mds.getattr(c, a.getIno());
+        }
         attrs.put(a.getIno(), a);
         if (isDir(a)) {
             throw new FsException(Status.EISDIR, path);
@@ -587,14 +598,22 @@ public final class GranaryVfs implements AutoCloseable {
         }
         if ((flags & O_TRUNC) != 0 && acc != O_RDONLY) {
             a = truncateIno(c, a.getIno(), 0);
+            extents = List.of();
         }
-        return openHandle(c, a, flags);
+        return openHandle(c, a, flags, extents);
     }
 
     private long openHandle(Caller c, Attr a, int flags) {
-        long stripe = a.getLayout().getStripeSize();
-        long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
-        List<Extent> extents = stripes == 0 ? List.of() : mds.getExtents(c, a.getIno(), 0, stripes);
+        return openHandle(c, a, flags, null);
+    }
+
+    /** Opens a handle; {@code extents} null: fetched from the MDS here (none when the file is empty). */
+    private long openHandle(Caller c, Attr a, int flags, List<Extent> extents) {
+        if (extents == null) {
+            long stripe = a.getLayout().getStripeSize();
+            long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
+            extents = stripes == 0 ? List.of() : mds.getExtents(c, a.getIno(), 0, stripes);
+        }
         long fh = nextHandle.getAndIncrement();
         OpenFile f = new OpenFile(this, fh, a, flags, c, extents);
         files.put(fh, f);

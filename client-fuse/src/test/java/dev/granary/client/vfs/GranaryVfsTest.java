@@ -115,6 +115,27 @@ class GranaryVfsTest {
         return e.errno();
     }
 
+    /** open(2) of an existing file: one MDS read for fresh attributes and extents (close-to-open). */
+    @Test
+    void openIsOneMdsReadForAttributesAndExtents() {
+        String p = dir + "/one";
+        byte[] data = random(2 * S + 5, 9);
+        writeFile(vfs, p, data, 4096);
+        vfs.getattr(ROOT, p); // dentry cached
+        long attrs0 = calls(dev.granary.mds.proto.MdsRequest.OpCase.GETATTR);
+        long ext0 = calls(dev.granary.mds.proto.MdsRequest.OpCase.GET_EXTENTS);
+        long fh = vfs.open(ROOT, p, O_RDONLY);
+        assertEquals(1, calls(dev.granary.mds.proto.MdsRequest.OpCase.GET_EXTENTS) - ext0);
+        assertEquals(0, calls(dev.granary.mds.proto.MdsRequest.OpCase.GETATTR) - attrs0);
+        assertArrayEquals(Arrays.copyOfRange(data, S - 3, S + 3), vfs.read(ROOT, fh, S - 3, 6));
+        vfs.release(ROOT, fh);
+    }
+
+    private long calls(dev.granary.mds.proto.MdsRequest.OpCase op) {
+        var n = cluster.mdsCalls.get(op);
+        return n == null ? 0 : n.get();
+    }
+
     /**
      * The kernel asks getxattr("security.capability") before every write(2) to a FUSE file.
      * Regression: each one was an MDS round trip (sequential writes ran at ~23 MiB/s). An absent

@@ -163,6 +163,18 @@ public final class MdsClient implements AutoCloseable {
         return read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(fromStripe).setToStripe(toStripe))).getExtentsList();
     }
 
+    /** Attributes and extents of a file read together (one consistent MDS read). */
+    public record FileMap(Attr attr, List<Extent> extents) {}
+
+    /**
+     * Fresh attributes and every extent of {@code ino} in one round trip (what open(2) needs for
+     * close-to-open consistency): ENOENT, EISDIR.
+     */
+    public FileMap getFileMap(Caller c, long ino) {
+        MdsResponse r = read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0)));
+        return new FileMap(r.getAttr(), r.getExtentsList());
+    }
+
     /** Registers (or updates) an OST. */
     public void registerOst(Caller c, OstInfo ost) {
         write(req(c).setRegisterOst(RegisterOstRequest.newBuilder().setOst(ost)));

@@ -118,6 +118,8 @@ public final class MdsStateMachine implements KvApplier {
             case GET_EXTENTS -> {
                 var q = r.getGetExtents();
                 out.addAllExtents(ns.getExtents(c, q.getIno(), q.getFromStripe(), q.getToStripe()));
+                // The attributes from the same consistent read: open() needs both (close-to-open).
+                out.setAttr(ns.getattr(c, q.getIno()));
             }
             case LIST_OSTS -> out.addAllOsts(ns.listOsts(c));
             case LIST_OSS -> out.addAllOsses(ns.listOss(c));
