@@ -287,6 +287,15 @@ public final class GranaryVfs implements AutoCloseable {
         attrs.put(a.getIno(), a);
     }
 
+    /** Handle {@code from} committed {@code extents}: the other open handles of its inode take them as their base. */
+    void extentsCommitted(OpenFile from, List<Extent> extents, long newSize) {
+        for (OpenFile f : filesByIno.getOrDefault(from.ino(), Set.of())) {
+            if (f != from) {
+                f.peerCommitted(extents, newSize);
+            }
+        }
+    }
+
     // ------------------------------------------------------------------ attributes
 
     /**

@@ -39,7 +39,8 @@ import org.slf4j.LoggerFactory;
  * {@code MdsClient.commitExtents} publishes the new extents with the new size and mtime.
  *
  * <p><b>Consistency.</b> Close-to-open: the extent map is loaded at open (so a fresh open sees
- * what another client closed) and updated after this handle's own commits.
+ * what another client closed) and updated after this handle's own commits and those of the
+ * other handles of the same inode in this client.
  *
  * <p>Thread-safe: state is guarded by one lock, which is not held while waiting for reads.
  * Errors: {@link FsException} with EIO for block I/O failures (a failed upload makes the handle
@@ -529,6 +530,8 @@ public final class OpenFile {
         } catch (CompletionException e) {
             // reported through uploadError below
         }
+        List<Extent> extents;
+        Attr attr;
         lock.lock();
         try {
             reapUploads();
@@ -538,15 +541,34 @@ public final class OpenFile {
             if (seq == committedSeq && uploaded.isEmpty()) {
                 return;
             }
-            List<Extent> extents = new ArrayList<>(uploaded.values());
+            extents = new ArrayList<>(uploaded.values());
             extents.sort((x, y) -> Long.compare(x.getStripeIndex(), y.getStripeIndex()));
-            Attr attr = vfs.mds().commitExtents(opener, ino, extents, commitSize,
+            attr = vfs.mds().commitExtents(opener, ino, extents, commitSize,
                     lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
             committed.putAll(uploaded);
             uploaded.clear();
             committedSeq = seq;
             size = Math.max(size, attr.getSize());
             vfs.attrCommitted(attr);
+        } finally {
+            lock.unlock();
+        }
+        vfs.extentsCommitted(this, extents, attr.getSize()); // outside our lock: it takes the other handles' locks
+    }
+
+    /**
+     * Another handle of this client committed {@code extents} of this inode (new size
+     * {@code newSize}): they become this handle's base, so its later read-modify-writes and reads
+     * of those stripes start from the newest bytes instead of the blocks seen at open.
+     */
+    void peerCommitted(List<Extent> extents, long newSize) {
+        lock.lock();
+        try {
+            for (Extent e : extents) {
+                committed.put(e.getStripeIndex(), e);
+                window.remove(e.getStripeIndex());
+            }
+            size = Math.max(size, newSize);
         } finally {
             lock.unlock();
         }

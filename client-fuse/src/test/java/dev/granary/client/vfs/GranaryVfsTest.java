@@ -184,6 +184,22 @@ class GranaryVfsTest {
     }
 
     @Test
+    void twoHandlesWritingDisjointBytesOfOneStripeKeepBoth() {
+        String p = dir + "/two-writers";
+        byte[] data = random(100, 4);
+        writeFile(vfs, p, data, 100);
+        long h1 = vfs.open(ROOT, p, O_WRONLY);
+        long h2 = vfs.open(ROOT, p, O_WRONLY);
+        vfs.write(ROOT, h1, 0, new byte[] {1}, 1);
+        vfs.write(ROOT, h2, 1, new byte[] {2}, 1);
+        vfs.release(ROOT, h1);
+        vfs.release(ROOT, h2); // its read-modify-write must start from h1's committed block
+        data[0] = 1;
+        data[1] = 2;
+        assertArrayEquals(data, readAll(vfs, p, 4096));
+    }
+
+    @Test
     void smallFileRoundTrip() {
         byte[] data = "hello, granary\n".getBytes(StandardCharsets.UTF_8);
         writeFile(vfs, dir + "/hello.txt", data, 1024);
