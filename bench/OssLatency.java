@@ -20,7 +20,7 @@ import java.util.stream.Stream;
  * 4 MiB blocks. A benchmark: it prints figures and asserts nothing. Run with bench/oss-latency.sh.
  *
  * <p>System properties: {@code n.small}/{@code n.large} measured requests per op (default
- * 300/30), same number again as warm-up.
+ * 300/30); {@code warmup.rounds} rounds of as many requests run first, unreported (default 3).
  */
 public final class OssLatency {
     private static final int KIB = 1024;
@@ -35,7 +35,7 @@ public final class OssLatency {
                  S3ObjectStore served = S3ObjectStore.open(s3.config("ost", "served"));
                  OssServer server = OssServer.start(OssConfig.defaults("127.0.0.1", 0), Map.<Integer, ObjectStore>of(0, served));
                  OssClient client = new OssClient(List.of(server.address()))) {
-                System.out.printf("%-34s %8s %8s %8s%n", "op (single thread)", "p50 ms", "p90 ms", "n");
+                System.out.printf("%-40s %8s %8s %8s%n", "op (single thread)", "p50 ms", "p90 ms", "n");
                 run("110KiB", 110 * KIB, nSmall, direct, served, server, client);
                 run("4MiB", 4 * 1024 * KIB, nLarge, direct, served, server, client);
             }
@@ -46,60 +46,47 @@ public final class OssLatency {
         }
     }
 
+    /** The ops measured, in the order run within each iteration (interleaved, so load spikes hit all alike). */
+    private static final String[] OPS = {
+            "S3ObjectStore put", "S3ObjectStore get", "S3ObjectStore get [0,16MiB+1]", "OssClient status (no-op RPC)",
+            "OssClient write", "OssClient read uncached", "OssClient read cached"};
+
     private static void run(String label, int size, int n, S3ObjectStore direct, S3ObjectStore served,
                             OssServer server, OssClient client) throws Exception {
         byte[] data = new byte[size];
         new Random(size).nextBytes(data);
-        for (int round = 0; round < 2; round++) { // round 0 = warm-up
-            boolean print = round == 1;
-            String p = label + "-r" + round + "-";
-            long[] t = new long[n];
+        int probe = OssConfig.DEFAULT_MAX_CACHED_BLOCK_BYTES + 1; // the OSS cache-miss GET before the fix
+        int rounds = Integer.getInteger("warmup.rounds", 3) + 1;
+        for (int round = 0; round < rounds; round++) { // all but the last = warm-up (JIT)
+            long[][] t = new long[OPS.length][n];
             for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
-                direct.put(p + i, data);
-                t[i] = System.nanoTime() - s;
-            }
-            report(print, label + " S3ObjectStore put", t);
-            for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
-                check(direct.get(p + i, 0, size), size);
-                t[i] = System.nanoTime() - s;
-            }
-            report(print, label + " S3ObjectStore get", t);
-            // the OSS cache-miss probe GET shape before the fix: [0, 16 MiB] of a small object
-            for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
-                check(direct.get(p + i, 0, OssConfig.DEFAULT_MAX_CACHED_BLOCK_BYTES + 1), size);
-                t[i] = System.nanoTime() - s;
-            }
-            report(print, label + " S3ObjectStore get [0,16MiB]", t);
-            for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
+                String k = label + "-r" + round + "-" + i;
+                served.put(k + "u", data); // not through the OSS: its cache has not seen it
+                long s0 = System.nanoTime();
+                direct.put(k, data);
+                long s1 = System.nanoTime();
+                check(direct.get(k, 0, size), size);
+                long s2 = System.nanoTime();
+                check(direct.get(k, 0, probe), size);
+                long s3 = System.nanoTime();
                 client.status(server.address()).get();
-                t[i] = System.nanoTime() - s;
+                long s4 = System.nanoTime();
+                client.write(0, k + "w", data).get();
+                long s5 = System.nanoTime();
+                check(client.read(0, k + "u", 0, size).get(), size);
+                long s6 = System.nanoTime();
+                check(client.read(0, k + "u", 0, size).get(), size);
+                long s7 = System.nanoTime();
+                long[] at = {s0, s1, s2, s3, s4, s5, s6, s7};
+                for (int op = 0; op < OPS.length; op++) {
+                    t[op][i] = at[op + 1] - at[op];
+                }
             }
-            report(print, label + " OssClient status (no-op RPC)", t);
-            for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
-                client.write(0, p + "w" + i, data).get();
-                t[i] = System.nanoTime() - s;
+            if (round == rounds - 1) {
+                for (int op = 0; op < OPS.length; op++) {
+                    report(label + " " + OPS[op], t[op]);
+                }
             }
-            report(print, label + " OssClient write", t);
-            for (int i = 0; i < n; i++) { // not through the OSS: its cache has not seen these
-                served.put(p + "u" + i, data);
-            }
-            for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
-                check(client.read(0, p + "u" + i, 0, size).get(), size);
-                t[i] = System.nanoTime() - s;
-            }
-            report(print, label + " OssClient read uncached", t);
-            for (int i = 0; i < n; i++) {
-                long s = System.nanoTime();
-                check(client.read(0, p + "u" + i, 0, size).get(), size);
-                t[i] = System.nanoTime() - s;
-            }
-            report(print, label + " OssClient read cached", t);
         }
     }
 
@@ -109,12 +96,9 @@ public final class OssLatency {
         }
     }
 
-    private static void report(boolean print, String what, long[] nanos) {
-        if (!print) {
-            return;
-        }
+    private static void report(String what, long[] nanos) {
         long[] s = nanos.clone();
         Arrays.sort(s);
-        System.out.printf("%-34s %8.2f %8.2f %8d%n", what, s[s.length / 2] / 1e6, s[(int) (s.length * 0.9)] / 1e6, s.length);
+        System.out.printf("%-40s %8.2f %8.2f %8d%n", what, s[s.length / 2] / 1e6, s[(int) (s.length * 0.9)] / 1e6, s.length);
     }
 }

@@ -12,5 +12,5 @@ if [ -z "${NO_BUILD:-}" ]; then
 fi
 # module classes first: tools/target/lib also holds (possibly older) granary jars
 CP="$ROOT/oss/target/classes:$ROOT/objbacker/target/classes:$ROOT/tools/target/classes:$ROOT/tools/target/lib/*"
-exec "$JAVA_HOME/bin/java" -Xmx2g -Dn.small="${N_SMALL:-300}" -Dn.large="${N_LARGE:-30}" \
+exec "$JAVA_HOME/bin/java" -Xmx2g -Dn.small="${N_SMALL:-300}" -Dn.large="${N_LARGE:-30}" -Dwarmup.rounds="${WARMUP_ROUNDS:-3}" \
   -cp "$CP" "$ROOT/bench/OssLatency.java"

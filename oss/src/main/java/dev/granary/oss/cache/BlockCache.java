@@ -75,6 +75,51 @@ public final class BlockCache {
      * @throws dev.granary.objbacker.ObjectStoreException from the store (NOT_FOUND, ...)
      */
     public byte[] read(int ost, ObjectStore store, String key, long offset, int length) {
+        return read(ost, store, key, offset, length, true);
+    }
+
+    /**
+     * Like {@link #read(int, ObjectStore, String, long, int)}, but a read of a whole cached block
+     * returns the cached array itself, without a copy: the caller must not modify it.
+     */
+    public byte[] readShared(int ost, ObjectStore store, String key, long offset, int length) {
+        return read(ost, store, key, offset, length, false);
+    }
+
+    /**
+     * The bytes {@code [offset, offset+length)} of block {@code key} of OST {@code ost} when they
+     * can be served from memory without waiting (the block is cached whole), else null. Never
+     * blocks and never calls the store. With {@code copy} false a read of the whole block returns
+     * the cached array itself (the caller must not modify it).
+     */
+    public byte[] readIfCached(int ost, String key, long offset, int length, boolean copy) {
+        if (!enabled() || offset < 0 || length < 0 || offset + length > maxCachedBlockBytes) {
+            return null;
+        }
+        CompletableFuture<Entry> f = cache.getIfPresent(new Key(ost, key));
+        if (f == null || !f.isDone() || f.isCompletedExceptionally()) {
+            return null;
+        }
+        Entry entry = f.join();
+        if (entry.error != null || !entry.whole) {
+            return null;
+        }
+        hits.incrementAndGet();
+        return slice(entry.data, offset, length, copy);
+    }
+
+    private static byte[] slice(byte[] data, long offset, int length, boolean copy) {
+        if (offset >= data.length) {
+            return new byte[0];
+        }
+        int end = (int) Math.min(data.length, offset + length);
+        if (!copy && offset == 0 && end == data.length) {
+            return data;
+        }
+        return Arrays.copyOfRange(data, (int) offset, end);
+    }
+
+    private byte[] read(int ost, ObjectStore store, String key, long offset, int length, boolean copy) {
         if (!enabled() || offset < 0 || length < 0 || offset + length > maxCachedBlockBytes) {
             return store.get(key, offset, length);
         }
@@ -125,12 +170,7 @@ public final class BlockCache {
         if (!mine[0]) {
             hits.incrementAndGet();
         }
-        byte[] data = entry.data;
-        if (offset >= data.length) {
-            return new byte[0];
-        }
-        int end = (int) Math.min(data.length, offset + length);
-        return Arrays.copyOfRange(data, (int) offset, end);
+        return slice(entry.data, offset, length, copy);
     }
 
     private static RuntimeException unwrap(Throwable t) {

@@ -39,7 +39,7 @@ import org.slf4j.LoggerFactory;
  * and writes blocks of the OSTs it serves, through their {@link ObjectStore}s and a shared
  * {@link BlockCache}. It keeps nothing durable; any OSS can serve any OST.
  *
- * <p>Handlers hand every call to a bounded thread pool ({@link OssConfig#executorThreads()}
+ * <p>A read served from the cache is answered on the transport thread. Handlers hand every other call to a bounded thread pool ({@link OssConfig#executorThreads()}
  * threads, queue of 4096 calls) so that blocking S3 calls never run on a Netty event loop; a full
  * queue answers RESOURCE_EXHAUSTED.
  *
@@ -222,17 +222,35 @@ public final class OssServer implements AutoCloseable {
             String key = req.getKey();
             long offset = req.getOffset();
             int length = req.getLength();
-            submit(out, "read of block " + key + " on OST " + ost, () -> {
-                ObjectStore store = store(ost);
+            ObjectStore store;
+            byte[] hit;
+            try {
+                store = store(ost);
                 checkKey(ost, key);
                 if (offset < 0 || length < 0 || length > config.maxMessageBytes() - 1024) {
                     throw Status.INVALID_ARGUMENT.withDescription("bad range offset=" + Long.toUnsignedString(offset)
                             + " length=" + Integer.toUnsignedString(length) + " of block " + key + " on OST " + ost
                             + " (at most " + (config.maxMessageBytes() - 1024) + " bytes per read)").asRuntimeException();
                 }
-                byte[] data = cache.read(ost, store, key, offset, length);
-                return ReadBlockReply.newBuilder().setData(UnsafeByteOperations.unsafeWrap(data)).build();
-            });
+                // A cache hit needs no S3 call: answer on this (transport) thread, without the
+                // hand-off to the executor and back.
+                hit = cache.readIfCached(ost, key, offset, length, false);
+            } catch (StatusRuntimeException e) {
+                out.onError(e);
+                return;
+            }
+            if (hit != null) {
+                out.onNext(reply(hit));
+                out.onCompleted();
+                return;
+            }
+            submit(out, "read of block " + key + " on OST " + ost,
+                    () -> reply(cache.readShared(ost, store, key, offset, length)));
+        }
+
+        /** The reply carrying {@code data} without a copy (cached arrays are never modified). */
+        private static ReadBlockReply reply(byte[] data) {
+            return ReadBlockReply.newBuilder().setData(UnsafeByteOperations.unsafeWrap(data)).build();
         }
 
         @Override
