@@ -275,7 +275,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
             throw rocksError("commit of log index " + logIndex, e);
         } finally {
             lock.readLock().unlock();
-            closeTxn(t);
+            release(t);
         }
     }
 
@@ -289,7 +289,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
     /** Discards {@code txn} without writing. Idempotent. */
     public void abort(KvTxn txn) {
-        closeTxn(ownTxn(txn));
+        release(ownTxn(txn));
     }
 
     /** Raft log index of the last committed entry, or -1 when nothing was applied yet. */
@@ -442,11 +442,15 @@ public final class RocksKv implements KvReader, AutoCloseable {
         return t;
     }
 
-    private void closeTxn(Txn t) {
+    /**
+     * Closes a tracked native resource once (a transaction, iterator or snapshot reader), under the
+     * read lock so it cannot race {@link #close()}, which closes whatever is still tracked.
+     */
+    private void release(NativeResource r) {
         lock.readLock().lock();
         try {
-            if (untrack(t)) {
-                t.closeNative();
+            if (untrack(r)) {
+                r.closeNative();
             }
         } finally {
             lock.readLock().unlock();
@@ -605,14 +609,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
         @Override
         public void close() {
-            lock.readLock().lock();
-            try {
-                if (untrack(this)) {
-                    closeNative();
-                }
-            } finally {
-                lock.readLock().unlock();
-            }
+            release(this);
         }
 
         @Override
@@ -681,14 +678,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
         /** Releases the RocksDB snapshot. Idempotent. */
         @Override
         public void close() {
-            lock.readLock().lock();
-            try {
-                if (untrack(this)) {
-                    closeNative();
-                }
-            } finally {
-                lock.readLock().unlock();
-            }
+            release(this);
         }
 
         /** Internal: releases the snapshot (use {@link #close()}). */

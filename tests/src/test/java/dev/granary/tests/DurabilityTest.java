@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.granary.tools.cluster.MountPoints;
+import dev.granary.client.fuse.FuseMount;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -47,7 +47,7 @@ class DurabilityTest {
             files.put("dir/renamed.txt", "renamed".getBytes());
             g.kill(); // SIGKILL: no shutdown hook, no unmount
         }
-        assertTrue(MountPoints.mountedFsType(mnt) != null, "the killed process leaves a stale mount behind");
+        assertTrue(FuseMount.mountedFsType(mnt) != null, "the killed process leaves a stale mount behind");
         try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), args)) {
             assertTrue(g.awaitLine("Press Ctrl-C", 180), g.transcript());
             for (Map.Entry<String, byte[]> e : files.entrySet()) {
@@ -58,6 +58,6 @@ class DurabilityTest {
             int rc = g.waitFor(60);
             assertTrue(rc == 0 || rc == 143, "exit status after SIGTERM: " + rc + "\n" + g.transcript());
         }
-        assertEquals(null, MountPoints.mountedFsType(mnt), "unmounted after SIGTERM");
+        assertEquals(null, FuseMount.mountedFsType(mnt), "unmounted after SIGTERM");
     }
 }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.granary.client.fuse.FuseMount;
 import dev.granary.objbacker.EmbeddedS3;
 import dev.granary.tools.cluster.MountPoints;
 import dev.granary.tools.config.GranaryConfig;
@@ -78,7 +79,7 @@ class SeparateProcessesTest {
             }
             mount.process.destroy(); // SIGTERM: unmounts
             mount.waitFor(60);
-            assertNull(MountPoints.mountedFsType(mnt), "unmounted after SIGTERM");
+            assertNull(FuseMount.mountedFsType(mnt), "unmounted after SIGTERM");
         } finally {
             for (GranaryProcess p : procs) {
                 p.close();

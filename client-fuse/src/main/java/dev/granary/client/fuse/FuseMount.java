@@ -121,7 +121,7 @@ public final class FuseMount implements AutoCloseable {
     }
 
     /** Checks that {@code mp} exists, is a directory and is empty: MountException otherwise. */
-    static void checkMountPoint(Path mp) {
+    public static void checkMountPoint(Path mp) {
         if (!Files.exists(mp)) {
             throw new MountException("mount point " + mp + " does not exist");
         }
@@ -141,7 +141,7 @@ public final class FuseMount implements AutoCloseable {
     }
 
     /** Checks /dev/fuse and libfuse.so.2: MountException with how to install them otherwise. */
-    static void checkFuseAvailable() {
+    public static void checkFuseAvailable() {
         if (!Files.exists(Path.of("/dev/fuse"))) {
             throw new MountException("/dev/fuse is missing: load the fuse kernel module (modprobe fuse) "
                     + "or give the container --device /dev/fuse --cap-add SYS_ADMIN");
@@ -161,18 +161,29 @@ public final class FuseMount implements AutoCloseable {
 
     /** True when {@code mp} is listed as a mount point in /proc/self/mountinfo. */
     public static boolean isMounted(Path mp) {
+        return mountedFsType(mp) != null;
+    }
+
+    /**
+     * The filesystem type and source of the topmost mount exactly at {@code mp} per
+     * /proc/self/mountinfo (e.g. "fuse.granary granary"), or null when nothing is mounted there.
+     */
+    public static String mountedFsType(Path mp) {
         String want = mp.toAbsolutePath().normalize().toString();
+        String found = null;
         try {
             for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
                 String[] f = line.split(" ");
                 if (f.length > 4 && unescape(f[4]).equals(want)) {
-                    return true;
+                    int dash = line.indexOf(" - ");
+                    String[] tail = dash < 0 ? new String[0] : line.substring(dash + 3).split(" ");
+                    found = tail.length >= 2 ? tail[0] + " " + tail[1] : "?";
                 }
             }
         } catch (IOException e) {
             LOG.warn("cannot read /proc/self/mountinfo: {}", e.getMessage());
         }
-        return false;
+        return found;
     }
 
     /** Decodes mountinfo's octal escapes (\040 for space, ...). */
@@ -197,7 +208,8 @@ public final class FuseMount implements AutoCloseable {
         return b.toString();
     }
 
-    private static boolean isRoot() {
+    /** True when this process runs as uid 0 (from /proc/self; user.name when that is unreadable). */
+    public static boolean isRoot() {
         try {
             Object uid = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
             return uid instanceof Integer i && i == 0;

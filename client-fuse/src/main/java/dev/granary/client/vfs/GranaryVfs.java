@@ -415,10 +415,8 @@ public final class GranaryVfs implements AutoCloseable {
         if ((b.getValid() & MdsClient.SETATTR_MTIME) != 0) {
             // An explicit mtime outlives writes still buffered in open handles (cp -a sets times
             // with futimens before close): their commit must not overwrite it.
-            for (OpenFile f : files.values()) {
-                if (f.ino() == a.getIno()) {
-                    f.mtimeSetExplicitly();
-                }
+            for (OpenFile f : filesByIno.getOrDefault(a.getIno(), Set.of())) {
+                f.mtimeSetExplicitly();
             }
         }
         attrs.put(a.getIno(), a);
@@ -578,9 +576,6 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public long open(Caller c, String path, int flags) {
         Attr a = lookup(c, path);
-        if (isDir(a)) {
-            throw new FsException(Status.EISDIR, path);
-        }
         List<Extent> extents = null;
         if (isReg(a)) {
             // Fresh attributes and the extent map in one MDS read: close-to-open consistency.

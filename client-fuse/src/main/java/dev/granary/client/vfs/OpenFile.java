@@ -182,9 +182,6 @@ public final class OpenFile {
             try {
                 checkOpen();
                 reapUploads();
-                if (uploadError != null) {
-                    throw uploadError;
-                }
                 if (offset >= size || length == 0) {
                     return new byte[0];
                 }
@@ -337,9 +334,6 @@ public final class OpenFile {
         try {
             checkOpen();
             reapUploads();
-            if (uploadError != null) {
-                throw uploadError;
-            }
             if ((flags & GranaryVfs.O_APPEND) != 0) {
                 offset = size;
             }
@@ -397,9 +391,6 @@ public final class OpenFile {
                 // recorded below
             }
             reapUploads();
-            if (uploadError != null) {
-                throw uploadError;
-            }
         }
     }
 
@@ -460,6 +451,12 @@ public final class OpenFile {
     }
 
     /** Moves finished uploads into the uploaded map; records the first failure (lock held). */
+    /**
+     * Moves finished uploads to {@code uploaded}; the first failure becomes {@code uploadError},
+     * which is thrown now and by every later call (the handle stays failed). Caller holds the lock.
+     *
+     * @throws FsException EIO when an upload of this handle failed
+     */
     private void reapUploads() {
         Iterator<Upload> it = uploading.values().iterator();
         while (it.hasNext()) {
@@ -478,6 +475,9 @@ public final class OpenFile {
                     LOG.warn("{}", uploadError.getMessage());
                 }
             }
+        }
+        if (uploadError != null) {
+            throw uploadError;
         }
     }
 
@@ -535,9 +535,6 @@ public final class OpenFile {
         lock.lock();
         try {
             reapUploads();
-            if (uploadError != null) {
-                throw uploadError;
-            }
             if (seq == committedSeq && uploaded.isEmpty()) {
                 return;
             }

@@ -79,7 +79,8 @@ public final class Nodes {
 
     /**
      * Opens the OST object stores of the config and checks each one is reachable with the
-     * configured credentials (creating the bucket when the endpoint is the embedded server).
+     * configured credentials and its bucket exists (the embedded server's buckets are created
+     * by {@link #startEmbeddedS3}).
      *
      * @throws UserError naming the endpoint and the problem (unreachable, access denied, no such bucket)
      */
@@ -92,9 +93,6 @@ public final class Nodes {
                         .withMultipart(Sizes.parseBytes(cfg.s3.multipartThreshold), S3Config.DEFAULT_PART_SIZE);
                 S3ObjectStore store = S3ObjectStore.open(sc);
                 osts.put(o.index, store);
-                if ("embedded".equals(cfg.s3.endpoint)) {
-                    store.ensureBucket();
-                }
                 store.checkAccess();
             }
         } catch (ObjectStoreException e) {

@@ -1,5 +1,6 @@
 package dev.granary.tools.prereq;
 
+import dev.granary.client.fuse.FuseMount;
 import dev.granary.tools.UserError;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -23,12 +24,7 @@ public final class Prerequisites {
     private Prerequisites() {}
 
     private static boolean mayInstall() {
-        return isRoot() && !"1".equals(System.getenv("GRANARY_NO_INSTALL")) && Files.isExecutable(Path.of("/usr/bin/apt-get"));
-    }
-
-    /** True when this process runs as uid 0. */
-    public static boolean isRoot() {
-        return "root".equals(System.getProperty("user.name"));
+        return FuseMount.isRoot() && !"1".equals(System.getenv("GRANARY_NO_INSTALL")) && Files.isExecutable(Path.of("/usr/bin/apt-get"));
     }
 
     private static boolean libfusePresent() {
@@ -66,8 +62,10 @@ public final class Prerequisites {
         if (!fusermountPresent()) {
             throw new UserError("fusermount is missing: install it with 'apt-get install fuse'");
         }
-        if (!Files.exists(Path.of("/dev/fuse"))) {
-            throw new UserError("/dev/fuse does not exist: load the fuse kernel module (modprobe fuse) or run the container with --device /dev/fuse");
+        try {
+            FuseMount.checkFuseAvailable(); // /dev/fuse, and libfuse.so.2 really loads
+        } catch (FuseMount.MountException e) {
+            throw new UserError(e.getMessage());
         }
     }
 
