@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.granary.client.fuse.FuseMount;
 import dev.granary.objbacker.EmbeddedS3;
-import dev.granary.tools.cluster.MountPoints;
 import dev.granary.tools.config.GranaryConfig;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -43,7 +43,7 @@ class CliBadInputTest {
         assertEquals(1, o.errors().size(), "exactly one error line\n" + o.transcript());
         assertTrue(o.errors().get(0).contains(expected), "'" + expected + "' in: " + o.errors().get(0));
         assertFalse(o.transcript().contains("\tat "), "no stack trace\n" + o.transcript());
-        assertNull(MountPoints.mountedFsType(mnt), "nothing left mounted at " + mnt);
+        assertNull(FuseMount.mountedFsType(mnt), "nothing left mounted at " + mnt);
     }
 
     @Test
@@ -58,6 +58,25 @@ class CliBadInputTest {
         Files.writeString(mnt.resolve("precious.txt"), "keep me");
         assertOneClearLine(quickstart(Map.of(), mnt, "--base-port", Integer.toString(MiniCluster.freeBase())), "is not empty", mnt);
         assertEquals("keep me", Files.readString(mnt.resolve("precious.txt")));
+    }
+
+    /**
+     * A mount point where a live Granary is mounted: refused, and the live mount keeps working.
+     * Regression: quickstart detached any Granary FUSE mount it found there (stale or not) before
+     * checking its ports, so a second quickstart cut the first one's mount from under its users.
+     */
+    @Test
+    void mountPointWithALiveGranaryMountIsLeftAlone() throws Exception {
+        try (MiniCluster other = MiniCluster.start(tmp.resolve("other"))) {
+            Path mnt = tmp.resolve("live");
+            other.mount(mnt);
+            Files.writeString(mnt.resolve("kept.txt"), "still here");
+            Outcome o = quickstart(Map.of(), mnt, "--base-port", Integer.toString(MiniCluster.freeBase()));
+            assertEquals(1, o.rc(), o.transcript());
+            assertEquals(1, o.errors().size(), "exactly one error line\n" + o.transcript());
+            assertTrue(o.errors().get(0).contains("is already a mount point"), o.errors().get(0));
+            assertEquals("still here", Files.readString(mnt.resolve("kept.txt")), "the live mount still serves its files");
+        }
     }
 
     @Test

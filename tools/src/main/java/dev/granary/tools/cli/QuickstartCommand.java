@@ -80,8 +80,8 @@ public final class QuickstartCommand implements Callable<Integer> {
 
         Prerequisites.ensureFuse();
         String python = dataset.equals("none") ? null : Prerequisites.ensurePython();
+        LocalCluster.checkPortsFree(cfg); // first: a running quickstart holds the ports
         MountPoints.prepare(mnt, defaultMount);
-        LocalCluster.checkPortsFree(cfg);
         if (!Files.exists(configFile)) cfg.save(configFile);
 
         out.println("Granary quickstart: data in " + dataDir + " (log: " + dataDir.resolve("granary.log") + ")");

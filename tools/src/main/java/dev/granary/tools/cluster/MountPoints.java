@@ -1,12 +1,12 @@
 package dev.granary.tools.cluster;
 
+import dev.granary.client.fuse.FuseMount;
 import dev.granary.tools.UserError;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 /**
  * Checks a mount point before mounting: it must be an empty directory that is not already a mount
@@ -16,19 +16,20 @@ public final class MountPoints {
     private MountPoints() {}
 
     /**
-     * Prepares {@code mnt} for mounting.
+     * Prepares {@code mnt} for mounting: detaches a stale FUSE mount left there by a killed process
+     * ("Transport endpoint is not connected"), creates the folder when asked, then applies
+     * {@link FuseMount#checkMountPoint}. A live mount, whoever serves it, is left alone.
      *
      * @param createIfMissing create the folder when it does not exist (the default mount point only)
      * @throws UserError when it is missing, not a directory, not empty, or already mounted
      */
     public static void prepare(Path mnt, boolean createIfMissing) {
-        String fstype = mountedFsType(mnt);
+        String fstype = FuseMount.mountedFsType(mnt);
         if (fstype != null) {
-            if (fstype.startsWith("fuse") && fstype.contains("granary") || isStale(mnt)) {
-                unmountLazy(mnt);
-            } else {
+            if (!isStale(mnt)) {
                 throw new UserError("mount point " + mnt + " is already a mount point (" + fstype + "); unmount it first");
             }
+            unmountLazy(mnt);
         }
         if (!Files.exists(mnt)) {
             if (!createIfMissing) {
@@ -40,49 +41,11 @@ public final class MountPoints {
                 throw new UserError("cannot create mount point " + mnt + ": " + e.getMessage());
             }
         }
-        if (!Files.isDirectory(mnt)) {
-            throw new UserError("mount point " + mnt + " is not a directory");
-        }
-        try (Stream<Path> s = Files.list(mnt)) {
-            if (s.findAny().isPresent()) {
-                throw new UserError("mount point " + mnt + " is not empty");
-            }
-        } catch (IOException e) {
-            throw new UserError("cannot read mount point " + mnt + ": " + e.getMessage());
-        }
-    }
-
-    /** The filesystem type mounted exactly at {@code mnt} per /proc/self/mountinfo, or null. */
-    public static String mountedFsType(Path mnt) {
-        String want = mnt.toAbsolutePath().normalize().toString();
         try {
-            List<String> lines = Files.readAllLines(Path.of("/proc/self/mountinfo"));
-            String found = null;
-            for (String line : lines) {
-                String[] f = line.split(" ");
-                if (f.length > 4 && unescape(f[4]).equals(want)) {
-                    int dash = line.indexOf(" - ");
-                    found = dash < 0 ? "?" : line.substring(dash + 3).split(" ")[0] + " " + line.substring(dash + 3).split(" ")[1];
-                }
-            }
-            return found;
-        } catch (IOException e) {
-            return null;
+            FuseMount.checkMountPoint(mnt);
+        } catch (FuseMount.MountException e) {
+            throw new UserError(e.getMessage());
         }
-    }
-
-    private static String unescape(String s) {
-        StringBuilder b = new StringBuilder();
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            if (c == '\\' && i + 3 < s.length()) {
-                b.append((char) Integer.parseInt(s.substring(i + 1, i + 4), 8));
-                i += 3;
-            } else {
-                b.append(c);
-            }
-        }
-        return b.toString();
     }
 
     private static boolean isStale(Path mnt) {
