@@ -25,7 +25,9 @@ import org.slf4j.LoggerFactory;
  * <p>Mount options: {@code fsname=granary}, {@code subtype=granary}, {@code use_ino},
  * {@code big_writes}, {@code max_read}/{@code max_write} from the config (default 1 MiB),
  * {@code attr_timeout}/{@code entry_timeout} = {@link ClientConfig#cacheTimeout()},
- * {@code negative_timeout=0}, no {@code kernel_cache} (each open re-reads from Granary), and
+ * {@code negative_timeout=0}, {@code auto_cache} when {@link ClientConfig#keepCache()} (libfuse
+ * keeps a file's page cache across opens while the size and mtime that open fetched fresh from
+ * the MDS are unchanged, and drops it otherwise: close-to-open revalidation), and
  * {@code allow_other} when {@link ClientConfig#allowOther()} is set and we run as root (or
  * /etc/fuse.conf has {@code user_allow_other}); permissions are then checked by Granary.
  *
@@ -110,6 +112,10 @@ public final class FuseMount implements AutoCloseable {
                 "attr_timeout=" + timeout, "entry_timeout=" + timeout, "negative_timeout=0"}) {
             o.add("-o");
             o.add(s);
+        }
+        if (config.keepCache()) {
+            o.add("-o");
+            o.add("auto_cache");
         }
         if (config.allowOther() && (root || userAllowOther)) {
             o.add("-o");

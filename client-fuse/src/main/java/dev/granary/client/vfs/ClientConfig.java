@@ -25,9 +25,22 @@ import java.time.Duration;
  *                         POSIX permissions with each caller's uid/gid
  * @param fuseMaxRead      {@code -o max_read} in bytes (default 1 MiB)
  * @param fuseMaxWrite     {@code -o max_write} in bytes (default 1 MiB; needs {@code big_writes})
+ * @param inlineMax        a file whose size at close (or fsync) is at most this many bytes keeps its
+ *                         data inline in the MDS (data on MDS, as Lustre's DoM): no S3 PUT when it is
+ *                         written, and open returns its bytes, so reading it costs no data round
+ *                         trip. Default 256 KiB; 0 disables; at most 1 MiB (the MDS's limit)
+ * @param keepCache        keep the kernel page cache of a file across opens while its size and mtime
+ *                         are unchanged at open (close-to-open revalidation; FUSE {@code keep_cache}).
+ *                         Default true
+ * @param openAfterLookup  an open that follows a lookup of the same small file (at most one stripe)
+ *                         within this time uses the attributes and extent map that lookup fetched
+ *                         instead of a second MDS read. The kernel sends LOOKUP then OPEN for one
+ *                         open(2), as NFS uses the attributes of the LOOKUP done for an open.
+ *                         Default 2 ms; 0 disables (every open reads the MDS)
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
-                           int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite) {
+                           int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
+                           int inlineMax, boolean keepCache, Duration openAfterLookup) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -51,35 +64,59 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
         if (fuseMaxRead < 4096 || fuseMaxWrite < 4096) {
             throw new IllegalArgumentException("fuseMaxRead/fuseMaxWrite must be >= 4096 bytes");
         }
+        if (openAfterLookup == null || openAfterLookup.isNegative() || openAfterLookup.compareTo(Duration.ofSeconds(1)) > 0) {
+            throw new IllegalArgumentException("openAfterLookup must be in [0, 1 s], got " + openAfterLookup);
+        }
+        if (inlineMax < 0 || inlineMax > MIB) {
+            throw new IllegalArgumentException("inlineMax must be in [0, 1 MiB], got " + inlineMax);
+        }
     }
 
-    /** The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages, allow_other, 1 MiB FUSE I/O. */
+    /**
+     * The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages,
+     * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens.
+     */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2));
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
+    }
+
+    /** A copy with another inline-data threshold (bytes; 0 disables). */
+    public ClientConfig withInlineMax(int n) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup);
+    }
+
+    /** A copy with keep_cache on or off. */
+    public ClientConfig withKeepCache(boolean b) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup);
+    }
+
+    /** A copy with another open-after-lookup window (0 disables). */
+    public ClientConfig withOpenAfterLookup(Duration d) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d);
     }
 }

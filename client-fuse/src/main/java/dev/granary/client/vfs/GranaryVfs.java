@@ -77,7 +77,25 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private final Cache<XattrKey, Boolean> absentXattrs;
 
+    /**
+     * Inodes this client made itself within the cache timeout (create, mknod, mkdir, symlink): they
+     * have no xattrs unless this client sets one, so the kernel's "security.capability" question
+     * before the first write of every new file is answered without an MDS round trip. Another
+     * client's setxattr on them may stay invisible for the cache timeout, as attribute changes do.
+     */
+    private final Cache<Long, Boolean> xattrFree;
+
     private record XattrKey(long ino, String name) {}
+
+    /**
+     * Extent maps of small files fetched by a lookup, kept {@link ClientConfig#openAfterLookup()}
+     * for the open that usually follows (the kernel sends LOOKUP then OPEN for one open(2)); an
+     * open takes its entry once.
+     */
+    private final Cache<Long, LookupMap> lookupMaps;
+
+    /** An extent map fetched by a lookup at {@code atNanos} (System.nanoTime). */
+    private record LookupMap(MdsClient.FileMap map, long atNanos) {}
     private final AtomicLong nextHandle = new AtomicLong(1);
     private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
     private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
@@ -108,6 +126,8 @@ public final class GranaryVfs implements AutoCloseable {
         this.dentries = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.attrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.absentXattrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
+        this.xattrFree = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
+        this.lookupMaps = Caffeine.newBuilder().expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
     }
 
     /** A caller identity: uid, primary gid and supplementary gids. */
@@ -204,7 +224,16 @@ public final class GranaryVfs implements AutoCloseable {
                 return a;
             }
         }
-        Attr a = mds.lookup(c, dir.getIno(), nameBytes(name));
+        Attr a;
+        if (config.openAfterLookup().isZero()) {
+            a = mds.lookup(c, dir.getIno(), nameBytes(name));
+        } else {
+            MdsClient.FileMap m = mds.lookupWithMap(c, dir.getIno(), nameBytes(name));
+            a = m.attr();
+            if (m.extents() != null) {
+                lookupMaps.put(a.getIno(), new LookupMap(m, System.nanoTime()));
+            }
+        }
         dentries.put(key, a.getIno());
         attrs.put(a.getIno(), a);
         return a;
@@ -284,6 +313,7 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     void attrCommitted(Attr a) {
+        lookupMaps.invalidate(a.getIno()); // own change: a map fetched before it is stale
         attrs.put(a.getIno(), a);
     }
 
@@ -412,6 +442,7 @@ public final class GranaryVfs implements AutoCloseable {
 
     private Attr setattr(Caller c, SetAttrRequest.Builder b) {
         Attr a = mds.setattr(c, b.build());
+        lookupMaps.invalidate(a.getIno());
         if ((b.getValid() & MdsClient.SETATTR_MTIME) != 0) {
             // An explicit mtime outlives writes still buffered in open handles (cp -a sets times
             // with futimens before close): their commit must not overwrite it.
@@ -441,7 +472,7 @@ public final class GranaryVfs implements AutoCloseable {
     public Attr mkdir(Caller c, String path, int mode) {
         ParentName pn = parentOf(c, path);
         Attr a = mds.mkdir(c, pn.parent.getIno(), nameBytes(pn.name), (mode & 07777) | S_IFDIR);
-        added(pn, a);
+        made(pn, a);
         return a;
     }
 
@@ -493,7 +524,7 @@ public final class GranaryVfs implements AutoCloseable {
             throw new FsException(t.length == 0 ? Status.ENOENT : Status.ENAMETOOLONG, "symlink target length " + t.length);
         }
         Attr a = mds.symlink(c, pn.parent.getIno(), nameBytes(pn.name), t);
-        added(pn, a);
+        made(pn, a);
         return a;
     }
 
@@ -526,8 +557,14 @@ public final class GranaryVfs implements AutoCloseable {
         }
         ParentName pn = parentOf(c, path);
         Attr a = mds.create(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), true);
-        added(pn, a);
+        made(pn, a);
         return a;
+    }
+
+    /** {@link #added} for an inode this call made: it has no xattrs yet. */
+    private void made(ParentName pn, Attr a) {
+        added(pn, a);
+        xattrFree.put(a.getIno(), Boolean.TRUE);
     }
 
     private void added(ParentName pn, Attr a) {
@@ -554,8 +591,13 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public long create(Caller c, String path, int mode, int flags) {
         ParentName pn = parentOf(c, path);
-        Attr a = mds.create(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), (flags & O_EXCL) != 0);
-        added(pn, a);
+        MdsClient.Created made = mds.createFile(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), (flags & O_EXCL) != 0);
+        Attr a = made.attr();
+        if (made.isNew()) {
+            made(pn, a);
+        } else {
+            added(pn, a);
+        }
         if (isDir(a)) {
             throw new FsException(Status.EISDIR, path);
         }
@@ -579,7 +621,10 @@ public final class GranaryVfs implements AutoCloseable {
         List<Extent> extents = null;
         if (isReg(a)) {
             // Fresh attributes and the extent map in one MDS read: close-to-open consistency.
-            MdsClient.FileMap m = mds.getFileMap(c, a.getIno());
+            // A lookup of this file within openAfterLookup already read them for this open.
+            LookupMap recent = lookupMaps.asMap().remove(a.getIno());
+            MdsClient.FileMap m = recent != null && System.nanoTime() - recent.atNanos() <= config.openAfterLookup().toNanos()
+                    ? recent.map() : mds.getFileMap(c, a.getIno());
             a = m.attr();
             extents = m.extents();
         } else {
@@ -765,8 +810,13 @@ public final class GranaryVfs implements AutoCloseable {
     /** setxattr(2) with XATTR_CREATE / XATTR_REPLACE flags: EEXIST, ENODATA, ERANGE. */
     public void setxattr(Caller c, String path, String name, byte[] value, int flags) {
         Attr a = lookup(c, path);
+        if (LayoutXattr.NAME.equals(name)) {
+            setLayout(c, a, new String(value, StandardCharsets.US_ASCII));
+            return;
+        }
         byte[] n = xattrName(name);
         absentXattrs.invalidate(new XattrKey(a.getIno(), name));
+        xattrFree.invalidate(a.getIno());
         mds.setxattr(c, a.getIno(), n, value, flags);
     }
 
@@ -776,9 +826,16 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public byte[] getxattr(Caller c, String path, String name) {
         Attr a = lookup(c, path);
+        if (LayoutXattr.NAME.equals(name)) {
+            Attr fresh = mds.getattr(c, a.getIno());
+            if (!isReg(fresh) && !isDir(fresh)) {
+                throw new FsException(Status.ENODATA, "only files and directories have a layout");
+            }
+            return LayoutXattr.format(fresh.getLayout()).getBytes(StandardCharsets.US_ASCII);
+        }
         byte[] n = xattrName(name);
         XattrKey key = new XattrKey(a.getIno(), name);
-        if (absentXattrs.getIfPresent(key) != null) {
+        if (absentXattrs.getIfPresent(key) != null || xattrFree.getIfPresent(a.getIno()) != null) {
             throw new FsException(Status.ENODATA, name);
         }
         try {
@@ -795,6 +852,9 @@ public final class GranaryVfs implements AutoCloseable {
     public List<String> listxattr(Caller c, String path) {
         Attr a = lookup(c, path);
         List<String> out = new ArrayList<>();
+        if (xattrFree.getIfPresent(a.getIno()) != null) {
+            return out;
+        }
         for (ByteString n : mds.listxattr(c, a.getIno())) {
             out.add(n.toString(StandardCharsets.UTF_8));
         }
@@ -812,6 +872,26 @@ public final class GranaryVfs implements AutoCloseable {
         }
     }
 
+    /**
+     * Sets the layout of a directory (the default for new files in it) or of an empty regular
+     * file from a {@link LayoutXattr} value (Lustre's {@code lfs setstripe}). Owner or root.
+     *
+     * @throws FsException EINVAL (bad value), EPERM (not the owner), EBUSY (file has data)
+     */
+    private void setLayout(Caller c, Attr a, String value) {
+        LayoutXattr.Request req = LayoutXattr.parse(value);
+        Attr fresh = mds.getattr(c, a.getIno());
+        List<Integer> osts = new ArrayList<>();
+        if (req.stripeOffset() >= 0) {
+            for (var o : mds.listOsts(c)) {
+                osts.add(o.getIndex());
+            }
+            osts.sort(null);
+        }
+        mds.setLayout(c, a.getIno(), LayoutXattr.merge(req, fresh.getLayout(), osts));
+        attrs.invalidate(a.getIno());
+    }
+
     private static byte[] xattrName(String name) {
         byte[] b = name.getBytes(StandardCharsets.UTF_8);
         if (b.length == 0 || b.length > 255) {
@@ -825,6 +905,7 @@ public final class GranaryVfs implements AutoCloseable {
         dentries.invalidateAll();
         attrs.invalidateAll();
         absentXattrs.invalidateAll();
+        xattrFree.invalidateAll();
     }
 
     /**

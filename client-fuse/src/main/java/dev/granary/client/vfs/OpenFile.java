@@ -1,5 +1,6 @@
 package dev.granary.client.vfs;
 
+import com.google.protobuf.ByteString;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
@@ -75,18 +76,43 @@ public final class OpenFile {
     private long nextSequentialOffset = -1;
     private boolean closed;
 
-    /** A dirty stripe: bytes [lo, hi) written; when baseLoaded, the rest holds the old content up to baseLen. */
+    /**
+     * A dirty stripe: bytes [lo, hi) written; when baseLoaded, the rest holds the old content up to
+     * baseLen. The array grows on demand (doubling, up to the stripe size) so that a small file
+     * does not cost a whole stripe of memory; bytes past its length are zeros.
+     */
     private static final class StripeBuffer {
-        final byte[] data;
+        private static final int INITIAL = 64 << 10;
         final int reserved;
+        final int capacityMax;
+        byte[] data;
         int lo = Integer.MAX_VALUE;
         int hi = 0;
         boolean baseLoaded;
         int baseLen;
 
-        StripeBuffer(byte[] data, int reserved) {
-            this.data = data;
+        StripeBuffer(int initial, int capacityMax, int reserved) {
+            this.capacityMax = capacityMax;
+            this.data = new byte[Math.min(capacityMax, Math.max(INITIAL, initial))];
             this.reserved = reserved;
+        }
+
+        /** Makes bytes [0, n) addressable. */
+        void ensure(int n) {
+            if (n > data.length) {
+                data = Arrays.copyOf(data, (int) Math.min(capacityMax, Math.max(n, 2L * data.length)));
+            }
+        }
+
+        /** Bytes [from, from+len) into dst at dstPos; past the array they are zeros (dst is fresh). */
+        void copyOut(int from, byte[] dst, int dstPos, int len) {
+            int n = Math.max(0, Math.min(len, data.length - from));
+            System.arraycopy(data, from, dst, dstPos, n);
+        }
+
+        /** Bytes [0, n) as a new array of exactly n bytes (zeros past what was written). */
+        byte[] prefix(int n) {
+            return n == data.length ? data : Arrays.copyOf(data, n);
         }
     }
 
@@ -235,7 +261,7 @@ public final class OpenFile {
                 int dst = (int) (sStart + a - offset);
                 StripeBuffer buf = dirty.get(k);
                 if (buf != null && buf.baseLoaded) {
-                    System.arraycopy(buf.data, a, out, dst, b - a);
+                    buf.copyOut(a, out, dst, b - a);
                     continue;
                 }
                 byte[] overlay = null;
@@ -307,6 +333,10 @@ public final class OpenFile {
         if (len <= 0) {
             return CompletableFuture.completedFuture(new byte[0]);
         }
+        if (!e.getInlineData().isEmpty()) { // data on MDS: the bytes came with the extent map
+            int end = (int) Math.min((long) from + len, e.getLength());
+            return CompletableFuture.completedFuture(from >= end ? new byte[0] : e.getInlineData().substring(from, end).toByteArray());
+        }
         try {
             return vfs.blockIo().read(e.getOst(), e.getBlockKey(), e.getBlockOffset() + from, len);
         } catch (RuntimeException ex) {
@@ -356,11 +386,12 @@ public final class OpenFile {
                         Thread.currentThread().interrupt();
                         throw new FsException(Status.EAGAIN, "interrupted while waiting for dirty memory");
                     }
-                    buf = new StripeBuffer(new byte[(int) stripeSize], reserve);
+                    buf = new StripeBuffer(in + n, (int) stripeSize, reserve);
                     dirty.put(k, buf);
                 } else if (!buf.baseLoaded && (in > buf.hi || in + n < buf.lo)) {
                     loadBase(k, buf); // disjoint write: bring the old bytes in between
                 }
+                buf.ensure(in + n);
                 System.arraycopy(data, pos, buf.data, in, n);
                 buf.lo = Math.min(buf.lo, in);
                 buf.hi = Math.max(buf.hi, in + n);
@@ -403,6 +434,7 @@ public final class OpenFile {
             int len = (int) Math.min(e.getLength(), limit);
             byte[] old = join(readBlock(e, 0, len), "read-modify-write of inode " + ino);
             baseLen = Math.min(len, old.length);
+            buf.ensure(baseLen);
             // keep written bytes: copy the old ones only outside [lo, hi)
             System.arraycopy(old, 0, buf.data, 0, Math.min(buf.lo, baseLen));
             if (buf.hi < baseLen) {
@@ -433,6 +465,7 @@ public final class OpenFile {
             int len = fixedLen;
             if (oldData != null) {
                 int oldLen = oldData.length;
+                buf.ensure(oldLen);
                 System.arraycopy(oldData, 0, buf.data, 0, Math.min(buf.lo, oldLen));
                 if (buf.hi < oldLen) {
                     System.arraycopy(oldData, buf.hi, buf.data, buf.hi, oldLen - buf.hi);
@@ -440,7 +473,7 @@ public final class OpenFile {
                 len = Math.max(buf.hi, oldLen);
             }
             len = (int) Math.min(len, Math.max(maxLen, buf.hi));
-            byte[] block = len == buf.data.length ? buf.data : Arrays.copyOf(buf.data, len);
+            byte[] block = buf.prefix(len);
             String key = BlockKeys.newKey(ino, k);
             long extentLen = len;
             return vfs.blockIo().write(ost, key, block).thenApply(v -> Extent.newBuilder()
@@ -513,8 +546,10 @@ public final class OpenFile {
             if (closed) {
                 return;
             }
-            for (Map.Entry<Long, StripeBuffer> en : dirty.entrySet()) {
-                startUpload(en.getKey(), en.getValue());
+            if (!stageInline()) {
+                for (Map.Entry<Long, StripeBuffer> en : dirty.entrySet()) {
+                    startUpload(en.getKey(), en.getValue());
+                }
             }
             dirty.clear();
             for (Upload u : uploading.values()) {
@@ -551,6 +586,32 @@ public final class OpenFile {
             lock.unlock();
         }
         vfs.extentsCommitted(this, extents, attr.getSize()); // outside our lock: it takes the other handles' locks
+    }
+
+    /**
+     * Data on MDS (lock held): when the file is small ({@code size <= inline_max}, within stripe 0)
+     * and its only new data is the stripe-0 buffer, that buffer (merged with the old bytes) becomes
+     * an inline extent ready to commit, instead of a block upload. Returns false, changing nothing,
+     * when the file does not qualify.
+     */
+    private boolean stageInline() {
+        int max = vfs.config().inlineMax();
+        StripeBuffer buf = dirty.get(0L);
+        if (max == 0 || buf == null || dirty.size() != 1 || !uploading.isEmpty() || !uploaded.isEmpty()
+                || size == 0 || size > max || size > stripeSize) {
+            return false;
+        }
+        Extent base = baseExtent(0);
+        if (!buf.baseLoaded && base != null && base.getLength() > 0 && (buf.lo > 0 || buf.hi < Math.min(base.getLength(), size))) {
+            loadBase(0, buf); // bytes outside the written range come from the old data
+        }
+        int n = (int) size; // bytes past what was written or loaded are zeros (a hole or a truncate up)
+        Extent inline = Extent.newBuilder().setStripeIndex(0).setLength(n)
+                .setInlineData(ByteString.copyFrom(buf.prefix(n))).build();
+        dirty.remove(0L);
+        vfs.dirtyBudget().release(buf.reserved);
+        uploaded.put(0L, inline);
+        return true;
     }
 
     /**

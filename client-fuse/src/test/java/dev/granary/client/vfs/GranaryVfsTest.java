@@ -10,6 +10,7 @@ import static dev.granary.client.vfs.GranaryVfs.O_WRONLY;
 import static dev.granary.client.vfs.LocalCluster.ROOT;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
@@ -136,26 +137,42 @@ class GranaryVfsTest {
         return n == null ? 0 : n.get();
     }
 
+    long mdsGetxattrs() {
+        return cluster.mdsCalls.computeIfAbsent(dev.granary.mds.proto.MdsRequest.OpCase.GETXATTR,
+                k -> new java.util.concurrent.atomic.AtomicLong()).get();
+    }
+
     /**
      * The kernel asks getxattr("security.capability") before every write(2) to a FUSE file.
      * Regression: each one was an MDS round trip (sequential writes ran at ~23 MiB/s). An absent
-     * name is now remembered for the cache timeout; local setxattr/removexattr update it at once.
+     * name is now remembered for the cache timeout, a file this client just created is known to
+     * have no xattrs at all, and local setxattr/removexattr update both at once.
      */
     @Test
     void absentXattrIsCachedAndOwnSetxattrIsSeenAtOnce() {
         String p = dir + "/x";
+        long before = mdsGetxattrs();
         writeFile(vfs, p, random(10, 1), 10);
-        long before = cluster.mdsCalls.getOrDefault(dev.granary.mds.proto.MdsRequest.OpCase.GETXATTR,
-                new java.util.concurrent.atomic.AtomicLong()).get();
+        assertEquals(Status.ENODATA.getNumber(), errno(() -> vfs.getxattr(ROOT, p, "security.capability")));
+        assertEquals(List.of(), vfs.listxattr(ROOT, p));
+        assertEquals(0, mdsGetxattrs() - before, "a file this client created has no xattrs: no MDS getxattr");
+
+        vfs.invalidateCaches(); // as if another client had created it
+        before = mdsGetxattrs();
         for (int i = 0; i < 50; i++) {
             assertEquals(Status.ENODATA.getNumber(), errno(() -> vfs.getxattr(ROOT, p, "security.capability")));
         }
-        long after = cluster.mdsCalls.get(dev.granary.mds.proto.MdsRequest.OpCase.GETXATTR).get();
-        assertEquals(1, after - before, "one MDS getxattr for 50 lookups of an absent name");
+        assertEquals(1, mdsGetxattrs() - before, "one MDS getxattr for 50 lookups of an absent name");
         vfs.setxattr(ROOT, p, "security.capability", new byte[] {1, 2}, 0);
         assertArrayEquals(new byte[] {1, 2}, vfs.getxattr(ROOT, p, "security.capability"));
         vfs.removexattr(ROOT, p, "security.capability");
         assertEquals(Status.ENODATA.getNumber(), errno(() -> vfs.getxattr(ROOT, p, "security.capability")));
+
+        String q = dir + "/y"; // own setxattr on a freshly created file is seen at once
+        writeFile(vfs, q, random(10, 2), 10);
+        vfs.setxattr(ROOT, q, "user.k", new byte[] {7}, 0);
+        assertArrayEquals(new byte[] {7}, vfs.getxattr(ROOT, q, "user.k"));
+        assertEquals(List.of("user.k"), vfs.listxattr(ROOT, q));
     }
 
     /**
@@ -588,8 +605,8 @@ class GranaryVfsTest {
             public void close() {
             }
         };
-        writeFile(vfs, dir + "/ok", random(1000, 13), 1000);
-        try (GranaryVfs broken = new GranaryVfs(cluster.mds, failing, ClientConfig.defaults())) {
+        writeFile(vfs, dir + "/ok", random(S + 1000, 13), 1000); // larger than a stripe: in blocks, not inline
+        try (GranaryVfs broken = new GranaryVfs(cluster.mds, failing, ClientConfig.defaults().withInlineMax(0))) {
             long fh = broken.create(ROOT, dir + "/x", 0644, O_CREAT | O_WRONLY);
             broken.write(ROOT, fh, 0, new byte[10], 10);
             assertEquals(Status.EIO.getNumber(), errno(() -> broken.flush(ROOT, fh)));
@@ -625,5 +642,128 @@ class GranaryVfsTest {
         }
         assertEquals(4, done.get());
         assertEquals(0, vfs.openFileCount());
+    }
+
+    long puts() {
+        return cluster.ost0.counters().puts.get() + cluster.ost1.counters().puts.get();
+    }
+
+    List<Extent> extentsOf(String path) {
+        return cluster.mds.getFileMap(ROOT, vfs.lookup(ROOT, path).getIno()).extents();
+    }
+
+    /** Data on MDS: small files are written and read back without any S3 request. */
+    @Test
+    void smallFilesKeepTheirDataInlineAndCostNoS3Request() {
+        long puts = puts(), gets = gets();
+        List<byte[]> files = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            byte[] data = random(1 + i * 3000, 300 + i); // 1 byte .. 57 KiB, all within one 64 KiB stripe
+            files.add(data);
+            writeFile(vfs, dir + "/s" + i, data, 4096);
+        }
+        for (int i = 0; i < files.size(); i++) {
+            assertArrayEquals(files.get(i), readAll(vfs, dir + "/s" + i, 4096));
+            assertArrayEquals(files.get(i), readAll(vfs, dir + "/s" + i, 128 * 1024));
+            List<Extent> ex = extentsOf(dir + "/s" + i);
+            assertEquals(1, ex.size());
+            assertEquals(files.get(i).length, ex.get(0).getInlineData().size());
+            assertEquals("", ex.get(0).getBlockKey());
+        }
+        assertEquals(0, puts() - puts, "no S3 PUT for inline files");
+        assertEquals(0, gets() - gets, "no S3 GET for inline files");
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults())) {
+            assertArrayEquals(files.get(7), readAll(other, dir + "/s7", 1000), "another client sees it after close");
+        }
+    }
+
+    /** Overwrite inside, truncate down and up, then growth past the inline limit into blocks. */
+    @Test
+    void inlineFileOverwriteTruncateAndGrowthIntoBlocks() {
+        byte[] data = random(20_000, 41);
+        writeFile(vfs, dir + "/f", data, 20_000);
+        byte[] patch = random(100, 42);
+        long fh = vfs.open(ROOT, dir + "/f", O_RDWR);
+        vfs.write(ROOT, fh, 5000, patch, 100);
+        System.arraycopy(patch, 0, data, 5000, 100);
+        assertArrayEquals(data, vfs.read(ROOT, fh, 0, 30_000), "read your own write over inline bytes");
+        vfs.release(ROOT, fh);
+        assertArrayEquals(data, readAll(vfs, dir + "/f", 4096));
+        assertEquals(20_000, extentsOf(dir + "/f").get(0).getInlineData().size(), "still inline");
+
+        vfs.truncate(ROOT, dir + "/f", 10_000);
+        vfs.truncate(ROOT, dir + "/f", 15_000);
+        byte[] want = Arrays.copyOf(Arrays.copyOf(data, 10_000), 15_000); // zeros after the cut
+        assertArrayEquals(want, readAll(vfs, dir + "/f", 4096));
+
+        long puts = puts();
+        byte[] tail = random(3 * S, 43);
+        fh = vfs.open(ROOT, dir + "/f", O_WRONLY | O_APPEND);
+        vfs.write(ROOT, fh, 0, tail, tail.length);
+        vfs.release(ROOT, fh);
+        byte[] grown = Arrays.copyOf(want, want.length + tail.length);
+        System.arraycopy(tail, 0, grown, want.length, tail.length);
+        assertArrayEquals(grown, readAll(vfs, dir + "/f", 4096));
+        List<Extent> ex = extentsOf(dir + "/f");
+        assertEquals(4, ex.size());
+        assertTrue(ex.stream().allMatch(e -> e.getInlineData().isEmpty() && !e.getBlockKey().isEmpty()), "all stripes in blocks now");
+        assertEquals(4, puts() - puts);
+    }
+
+    /** inline_max 0: every file goes to S3 blocks, as before data on MDS existed. */
+    @Test
+    void inlineDisabledWritesBlocks() {
+        try (GranaryVfs noInline = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withInlineMax(0))) {
+            long puts = puts();
+            byte[] data = random(5000, 44);
+            writeFile(noInline, dir + "/b", data, 5000);
+            assertEquals(1, puts() - puts);
+            assertFalse(extentsOf(dir + "/b").get(0).getBlockKey().isEmpty());
+            assertArrayEquals(data, readAll(vfs, dir + "/b", 4096));
+        }
+    }
+
+    long mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase op) {
+        return cluster.mdsCalls.computeIfAbsent(op, k -> new java.util.concurrent.atomic.AtomicLong()).get();
+    }
+
+    /**
+     * The kernel sends LOOKUP then OPEN for one open(2): the lookup's map serves the open (one MDS
+     * read per small-file open), but only within the window, once, and never after an own change.
+     */
+    @Test
+    void openRightAfterALookupUsesItsMapOnceAndOnlyWhileFresh() throws Exception {
+        var getExtents = dev.granary.mds.proto.MdsRequest.OpCase.GET_EXTENTS;
+        byte[] data = random(3000, 50);
+        writeFile(vfs, dir + "/f", data, 3000);
+        try (GranaryVfs reader = new GranaryVfs(cluster.mds, cluster.blockIo,
+                ClientConfig.defaults().withOpenAfterLookup(Duration.ofSeconds(1)))) {
+            long before = mdsCalls(getExtents);
+            reader.getattr(ROOT, dir + "/f"); // the kernel's LOOKUP
+            assertArrayEquals(data, readAll(reader, dir + "/f", 4096)); // its OPEN
+            assertEquals(0, mdsCalls(getExtents) - before, "the open used the lookup's map");
+            assertArrayEquals(data, readAll(reader, dir + "/f", 4096));
+            assertEquals(1, mdsCalls(getExtents) - before, "a map serves one open only");
+
+            // own change after the lookup: the map fetched before it must not be used
+            reader.invalidateCaches();
+            reader.getattr(ROOT, dir + "/f");
+            byte[] patch = random(10, 51);
+            long fh = reader.open(ROOT, dir + "/f", O_RDWR); // consumes the map
+            reader.invalidateCaches();
+            reader.getattr(ROOT, dir + "/f"); // a new lookup's map...
+            reader.write(ROOT, fh, 0, patch, 10);
+            reader.release(ROOT, fh); // ...made stale by this commit
+            System.arraycopy(patch, 0, data, 0, 10);
+            assertArrayEquals(data, readAll(reader, dir + "/f", 4096));
+        }
+        try (GranaryVfs reader = new GranaryVfs(cluster.mds, cluster.blockIo,
+                ClientConfig.defaults().withOpenAfterLookup(Duration.ofMillis(2)))) {
+            reader.getattr(ROOT, dir + "/f");
+            byte[] newer = random(4000, 52);
+            writeFile(vfs, dir + "/f", newer, 4000); // another client's close after the lookup
+            Thread.sleep(20); // past the window: the open must read the MDS again (close-to-open)
+            assertArrayEquals(newer, readAll(reader, dir + "/f", 4096));
+        }
     }
 }

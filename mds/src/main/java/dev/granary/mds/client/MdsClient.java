@@ -55,6 +55,15 @@ public final class MdsClient implements AutoCloseable {
         return read(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)))).getAttr();
     }
 
+    /**
+     * Lookup that also returns the extent map of a regular file of at most one stripe, from the
+     * same consistent read ({@code extents} null for other files). ENOENT, ENOTDIR, EACCES.
+     */
+    public FileMap lookupWithMap(Caller c, long parent, byte[] name) {
+        MdsResponse r = read(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)).setWithExtents(true)));
+        return new FileMap(r.getAttr(), r.getHasExtents() ? r.getExtentsList() : null);
+    }
+
     /** Attributes of inode {@code ino}: ENOENT. */
     public Attr getattr(Caller c, long ino) {
         return read(req(c).setGetattr(GetAttrRequest.newBuilder().setIno(ino))).getAttr();
@@ -67,8 +76,17 @@ public final class MdsClient implements AutoCloseable {
 
     /** Creates a regular file (or device/fifo by mode): EEXIST when exclusive, ENAMETOOLONG, EACCES. */
     public Attr create(Caller c, long parent, byte[] name, int mode, boolean exclusive) {
-        return write(req(c).setCreate(CreateRequest.newBuilder().setParent(parent).setName(bs(name))
-                .setMode(mode).setExclusive(exclusive))).getAttr();
+        return createFile(c, parent, name, mode, exclusive).attr();
+    }
+
+    /** A create's result: the file's attributes, and whether this call made the inode (false: it existed). */
+    public record Created(Attr attr, boolean isNew) {}
+
+    /** As {@link #create}, also telling whether a new inode was made. */
+    public Created createFile(Caller c, long parent, byte[] name, int mode, boolean exclusive) {
+        MdsResponse r = write(req(c).setCreate(CreateRequest.newBuilder().setParent(parent).setName(bs(name))
+                .setMode(mode).setExclusive(exclusive)));
+        return new Created(r.getAttr(), r.getCreated());
     }
 
     /** Creates a directory: EEXIST, ENAMETOOLONG, EACCES. */

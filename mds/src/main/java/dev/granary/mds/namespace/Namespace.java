@@ -73,6 +73,11 @@ public final class Namespace {
     public static final long STRIPE_ALIGN = 64L << 10;
     /** Largest stripe size, bytes (4 GiB, as Lustre). */
     public static final long MAX_STRIPE_SIZE = 4L << 30;
+    /**
+     * Largest file whose data may live inline in its stripe-0 extent (data on MDS, as Lustre's
+     * DoM): 1 MiB. The client picks its own, smaller threshold ({@code inline_max}).
+     */
+    public static final int INLINE_MAX = 1 << 20;
     /** Default page size of readdir when the request's limit is 0; also the largest page. */
     public static final int READDIR_DEFAULT_LIMIT = 1024, READDIR_MAX_LIMIT = 65536;
 
@@ -340,6 +345,9 @@ public final class Namespace {
     }
 
     private void freeBlock(long ino, Extent e) {
+        if (e.getBlockKey().isEmpty()) {
+            return; // inline data: no block to delete
+        }
         MdsSchema.appendGc(txn, GcRecord.newBuilder().setOst(e.getOst()).setBlockKey(e.getBlockKey())
                 .setBirthEpoch(e.getBirthEpoch()).setDeathEpoch(epoch).setIno(ino).setStripeIndex(e.getStripeIndex()).build());
     }
@@ -489,6 +497,14 @@ public final class Namespace {
      *     ENOENT, ENOTDIR, EACCES, EINVAL (bad type), EPERM (device node by non-root), ENAMETOOLONG
      */
     public Attr create(Caller c, CreateRequest r, long now) {
+        return createFile(c, r, now).attr();
+    }
+
+    /** What {@link #createFile} did: the inode's attributes, and whether it was made now (false: it existed). */
+    public record CreateResult(Attr attr, boolean created) {}
+
+    /** As {@link #create}, also telling whether a new inode was made. */
+    public CreateResult createFile(Caller c, CreateRequest r, long now) {
         InodeRecord p = newEntryParent(c, r.getParent(), r.getName().toByteArray());
         byte[] name = r.getName().toByteArray();
         DentryRecord existing = dentry(r.getParent(), name);
@@ -500,7 +516,7 @@ public final class Namespace {
             if (isDir(e.getMode())) {
                 throw err(Status.EISDIR, "'" + show(name) + "' is a directory");
             }
-            return attr(existing.getIno(), e);
+            return new CreateResult(attr(existing.getIno(), e), false);
         }
         checkWritableParent(c, p, r.getParent());
         int type = r.getMode() & S_IFMT;
@@ -531,7 +547,7 @@ public final class Namespace {
         MdsSchema.putDentry(txn, r.getParent(), name, epoch, DentryRecord.newBuilder().setIno(ino).setType(type).build());
         touchDir(r.getParent(), now, 0);
         addUsage(0, 1);
-        return attr(ino, rec);
+        return new CreateResult(attr(ino, rec), true);
     }
 
     /**
@@ -942,7 +958,12 @@ public final class Namespace {
                 Extent partial = MdsSchema.getExtent(txn, ino, size / ss, epoch);
                 if (partial != null && partial.getLength() > tail) {
                     // Same block, fewer valid bytes: the block stays referenced, keeps its birth epoch.
-                    MdsSchema.putExtent(txn, ino, epoch, partial.toBuilder().setLength(tail).build());
+                    // Inline data is cut too, so a later truncate up reads zeros (POSIX truncate).
+                    Extent.Builder cut = partial.toBuilder().setLength(tail);
+                    if (!partial.getInlineData().isEmpty()) {
+                        cut.setInlineData(partial.getInlineData().substring(0, (int) tail));
+                    }
+                    MdsSchema.putExtent(txn, ino, epoch, cut.build());
                 }
             }
         }
@@ -1198,7 +1219,7 @@ public final class Namespace {
      *
      * @throws FsException ENOENT, EISDIR, EINVAL (not a regular file, no layout, length 0 or over
      *     the stripe size, OST not the layout's OST for that stripe, duplicate stripe, extent past
-     *     the end of the file), EFBIG
+     *     the end of the file, inline data not valid as {@link #checkInline} says), EFBIG
      */
     public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, long now) {
         return commitExtents(c, ino, extents, newSize, mtimeNs, false, now);
@@ -1237,15 +1258,19 @@ public final class Namespace {
             if (e.getLength() <= 0 || e.getLength() > ss) {
                 throw err(Status.EINVAL, "extent length " + Long.toUnsignedString(e.getLength()) + " not in 1.." + ss);
             }
-            if (e.getBlockKey().isEmpty()) {
-                throw err(Status.EINVAL, "extent without a block key");
-            }
-            if (e.getBlockOffset() < 0) {
-                throw err(Status.EINVAL, "negative block offset");
-            }
-            int want = l.getOsts((int) Long.remainderUnsigned(k, l.getOstsCount()));
-            if (e.getOst() != want) {
-                throw err(Status.EINVAL, "stripe " + Long.toUnsignedString(k) + " belongs to OST " + want + ", not " + e.getOst());
+            if (!e.getInlineData().isEmpty()) {
+                checkInline(e, ss);
+            } else {
+                if (e.getBlockKey().isEmpty()) {
+                    throw err(Status.EINVAL, "extent without a block key");
+                }
+                if (e.getBlockOffset() < 0) {
+                    throw err(Status.EINVAL, "negative block offset");
+                }
+                int want = l.getOsts((int) Long.remainderUnsigned(k, l.getOstsCount()));
+                if (e.getOst() != want) {
+                    throw err(Status.EINVAL, "stripe " + Long.toUnsignedString(k) + " belongs to OST " + want + ", not " + e.getOst());
+                }
             }
             if (k < 0 || k > (Long.MAX_VALUE - e.getLength()) / ss || k * ss + e.getLength() > size) {
                 throw err(Status.EINVAL, "extent of stripe " + Long.toUnsignedString(k) + " ends past the file size " + size);
@@ -1277,6 +1302,26 @@ public final class Namespace {
         InodeRecord rec = b.build();
         putInode(ino, rec);
         return attr(ino, rec);
+    }
+
+    /**
+     * Checks an inline (data on MDS) extent: stripe 0 only, no block, length equal to the inline
+     * bytes, at most {@link #INLINE_MAX} bytes and within the stripe. Like Lustre's DoM component,
+     * it holds the file's first bytes; later stripes of a file that grew may live in blocks.
+     *
+     * @throws FsException EINVAL otherwise
+     */
+    private static void checkInline(Extent e, long stripeSize) {
+        if (e.getStripeIndex() != 0 || !e.getBlockKey().isEmpty() || e.getBlockOffset() != 0) {
+            throw err(Status.EINVAL, "inline data belongs to stripe 0 and has no block");
+        }
+        if (e.getLength() != e.getInlineData().size()) {
+            throw err(Status.EINVAL, "inline extent length " + e.getLength() + " != " + e.getInlineData().size() + " inline bytes");
+        }
+        if (e.getLength() > Math.min(INLINE_MAX, stripeSize)) {
+            throw err(Status.EINVAL, e.getLength() + " bytes are too many for inline data (max "
+                    + Math.min(INLINE_MAX, stripeSize) + ")");
+        }
     }
 
     /**

@@ -3,6 +3,7 @@ package dev.granary.mds.server;
 import com.google.protobuf.InvalidProtocolBufferException;
 import dev.granary.mds.FsException;
 import dev.granary.mds.namespace.Namespace;
+import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.MdsRequest;
 import dev.granary.mds.proto.MdsResponse;
@@ -103,7 +104,16 @@ public final class MdsStateMachine implements KvApplier {
         MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
         switch (r.getOpCase()) {
             // ---- reads
-            case LOOKUP -> out.setAttr(ns.lookup(c, r.getLookup().getParent(), r.getLookup().getName().toByteArray()));
+            case LOOKUP -> {
+                Attr a = ns.lookup(c, r.getLookup().getParent(), r.getLookup().getName().toByteArray());
+                out.setAttr(a);
+                long stripe = a.getLayout().getStripeSize();
+                if (r.getLookup().getWithExtents() && (a.getMode() & Namespace.S_IFMT) == Namespace.S_IFREG
+                        && stripe > 0 && a.getSize() <= stripe) {
+                    // a file of at most one stripe: its map is one extent at most (often inline bytes)
+                    out.addAllExtents(ns.getExtents(c, a.getIno(), 0, 0)).setHasExtents(true);
+                }
+            }
             case GETATTR -> out.setAttr(ns.getattr(c, r.getGetattr().getIno()));
             case READDIR -> {
                 var q = r.getReaddir();
@@ -137,7 +147,10 @@ public final class MdsStateMachine implements KvApplier {
     private static void mutate(Namespace ns, MdsRequest r, Caller c, long now, MdsResponse.Builder out) {
         switch (r.getOpCase()) {
             case SETATTR -> out.setAttr(ns.setattr(c, r.getSetattr(), now));
-            case CREATE -> out.setAttr(ns.create(c, r.getCreate(), now));
+            case CREATE -> {
+                Namespace.CreateResult made = ns.createFile(c, r.getCreate(), now);
+                out.setAttr(made.attr()).setCreated(made.created());
+            }
             case MKDIR -> {
                 var q = r.getMkdir();
                 out.setAttr(ns.mkdir(c, q.getParent(), q.getName().toByteArray(), q.getMode(), now));

@@ -186,6 +186,50 @@ class ExtentsTest extends MdsTestBase {
         assertEquals(List.of("blk2", "blk3", "blk1", "blk0"), gc().stream().map(GcRecord::getBlockKey).toList());
     }
 
+    private static Extent inline(String data) {
+        byte[] b = data.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        return Extent.newBuilder().setStripeIndex(0).setLength(b.length)
+                .setInlineData(com.google.protobuf.ByteString.copyFrom(b)).build();
+    }
+
+    /** Data on MDS: a small file's bytes live in its stripe-0 extent; no block is ever freed for them. */
+    @Test
+    void inlineDataReplacesBlocksIsCutByTruncateAndIsNeverSentToGc() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Layout l = f.getLayout();
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "blk", 100)), 100, 0);
+        Attr a = mds.commitExtents(ROOT, f.getIno(), List.of(inline("hello world")), 11, 0);
+        assertEquals(100, a.getSize(), "a commit never shrinks the file");
+        assertEquals(List.of("blk"), gc().stream().map(GcRecord::getBlockKey).toList(), "the replaced block is freed");
+        Extent got = mds.getFileMap(ROOT, f.getIno()).extents().get(0);
+        assertEquals("hello world", got.getInlineData().toStringUtf8());
+        assertEquals(11, got.getLength());
+        assertEquals("", got.getBlockKey());
+
+        mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_SIZE).setSize(5).build());
+        Extent cut = mds.getExtents(ROOT, f.getIno(), 0, 0).get(0);
+        assertEquals("hello", cut.getInlineData().toStringUtf8(), "truncate cuts the inline bytes too");
+        assertEquals(5, cut.getLength());
+
+        // inline replaced by a block, then the file unlinked: only real blocks reach the GC queue
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "blk2", 5)), 5, 0);
+        mds.commitExtents(ROOT, f.getIno(), List.of(inline("x")), 5, 0);
+        mds.unlink(ROOT, R, b("f"));
+        assertEquals(List.of("blk", "blk2"), gc().stream().map(GcRecord::getBlockKey).toList());
+
+        Attr g = mds.create(ROOT, R, b("g"), 0644, true);
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, g.getIno(),
+                List.of(inline("x").toBuilder().setStripeIndex(1).build()), l.getStripeSize() + 1, 0));
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, g.getIno(), List.of(inline("xy").toBuilder().setLength(1).build()), 2, 0));
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, g.getIno(), List.of(inline("x").toBuilder().setBlockKey("k").build()), 1, 0));
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, g.getIno(), List.of(inline("abc")), 2, 0)); // ends past the size
+        byte[] big = new byte[Namespace.INLINE_MAX + 1];
+        assertErrno(Status.EINVAL, () -> mds.commitExtents(ROOT, g.getIno(), List.of(Extent.newBuilder().setLength(big.length)
+                .setInlineData(com.google.protobuf.ByteString.copyFrom(big)).build()), big.length, 0));
+        assertEquals(0, mds.getattr(ROOT, g.getIno()).getSize(), "rejected commits change nothing");
+    }
+
     @Test
     void unlinkLastLinkFreesBlocks() {
         registerOsts(1);

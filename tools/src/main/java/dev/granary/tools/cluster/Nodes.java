@@ -153,7 +153,10 @@ public final class Nodes {
                 .withCacheTimeout(Sizes.parseDuration(cfg.client.attrTimeout))
                 .withReadaheadStripes(cfg.client.readaheadStripes)
                 .withMaxDirtyBytes(Sizes.parseBytes(cfg.client.maxDirty))
-                .withAllowOther(cfg.client.allowOther);
+                .withAllowOther(cfg.client.allowOther)
+                .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
+                .withKeepCache(cfg.client.keepCache)
+                .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup));
     }
 
     /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */

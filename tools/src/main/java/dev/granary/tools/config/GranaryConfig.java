@@ -90,6 +90,12 @@ public final class GranaryConfig {
         public String maxDirty = "256MiB";
         @JsonProperty("allow_other")
         public boolean allowOther = true;
+        /** Files up to this size keep their data inline in the MDS (data on MDS); 0 disables; at most 1MiB. */
+        public String inlineMax = "256KiB";
+        /** Keep a file's kernel page cache across opens while its size and mtime are unchanged. */
+        public boolean keepCache = true;
+        /** An open this soon after a lookup of the same small file uses that lookup's map ("0s": never). */
+        public String openAfterLookup = "2ms";
     }
 
     private static ObjectMapper mapper() {
@@ -159,8 +165,16 @@ public final class GranaryConfig {
             Sizes.parseBytes(s3.multipartThreshold);
             Sizes.parseDuration(client.attrTimeout);
             Sizes.parseBytes(client.maxDirty);
+            Sizes.parseBytes(client.inlineMax);
+            Sizes.parseDuration(client.openAfterLookup);
         } catch (IllegalArgumentException e) {
             throw new ConfigException(p + e.getMessage());
+        }
+        if (Sizes.parseDuration(client.openAfterLookup).compareTo(java.time.Duration.ofSeconds(1)) > 0) {
+            throw new ConfigException(p + "client.open_after_lookup must be at most 1s, got " + client.openAfterLookup);
+        }
+        if (Sizes.parseBytes(client.inlineMax) > (1 << 20)) {
+            throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
         }
         if (!"embedded".equals(s3.endpoint) && !s3.endpoint.matches("https?://.+")) {
             throw new ConfigException(p + "s3.endpoint must be 'embedded' or an http(s):// URL, got '" + s3.endpoint + "'");

@@ -1,0 +1,125 @@
+package dev.granary.client.vfs;
+
+import dev.granary.mds.FsException;
+import dev.granary.mds.proto.Layout;
+import dev.granary.mds.proto.Status;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The layout of a file or directory as the virtual xattr {@value #NAME} (Lustre exposes its
+ * layout as the xattr {@code lustre.lov}; {@code lfs getstripe}/{@code setstripe} read and write
+ * it). The value is ASCII text, space-separated {@code key=value} pairs:
+ * <ul>
+ *   <li>{@code stripe_count}: OSTs the data is striped over; {@code -1} = all OSTs;</li>
+ *   <li>{@code stripe_size}: bytes per stripe (a multiple of 64 KiB);</li>
+ *   <li>{@code stripe_offset}: OST index of the first stripe; {@code -1} = chosen per file
+ *       (Granary rotates the start by inode number);</li>
+ *   <li>{@code osts}: comma-separated OST indices in stripe order (files always; directories
+ *       when fixed with {@code stripe_offset}).</li>
+ * </ul>
+ * Example: {@code stripe_count=2 stripe_size=4194304 stripe_offset=1 osts=1,0}.
+ *
+ * <p>Setting it accepts {@code stripe_count}, {@code stripe_size} and {@code stripe_offset}; a
+ * key left out keeps the current value (a directory's default, or the file's own). The name is
+ * not listed by listxattr, so that {@code cp -a} and {@code rsync -X} do not copy it.
+ */
+public final class LayoutXattr {
+    /** The virtual xattr name. */
+    public static final String NAME = "granary.layout";
+
+    private LayoutXattr() {}
+
+    /** A parsed request: -2 means "not given" for each field. */
+    record Request(long stripeSize, int stripeCount, int stripeOffset) {
+        static final int UNSET = -2;
+    }
+
+    /** Formats {@code l} (a file's resolved layout, or a directory's template) as the xattr value. */
+    public static String format(Layout l) {
+        int count = l.getStripeCount() == 0 ? -1 : l.getStripeCount();
+        int offset = l.getOstsCount() == 0 ? -1 : l.getOsts(0);
+        StringBuilder b = new StringBuilder();
+        b.append("stripe_count=").append(count).append(" stripe_size=").append(l.getStripeSize())
+                .append(" stripe_offset=").append(offset);
+        if (l.getOstsCount() > 0) {
+            b.append(" osts=");
+            for (int i = 0; i < l.getOstsCount(); i++) {
+                b.append(i == 0 ? "" : ",").append(l.getOsts(i));
+            }
+        }
+        return b.toString();
+    }
+
+    /**
+     * Parses a value written to the xattr.
+     *
+     * @throws FsException EINVAL for an unknown key, a malformed number or an empty value
+     */
+    static Request parse(String text) {
+        long size = Request.UNSET;
+        int count = Request.UNSET;
+        int offset = Request.UNSET;
+        String[] parts = text.trim().split("\\s+");
+        if (parts.length == 0 || parts[0].isEmpty()) {
+            throw new FsException(Status.EINVAL, NAME + ": empty value");
+        }
+        for (String p : parts) {
+            int eq = p.indexOf('=');
+            if (eq <= 0) {
+                throw new FsException(Status.EINVAL, NAME + ": '" + p + "' is not key=value");
+            }
+            String key = p.substring(0, eq).toLowerCase(Locale.ROOT);
+            String val = p.substring(eq + 1);
+            try {
+                switch (key) {
+                    case "stripe_size" -> size = Long.parseLong(val);
+                    case "stripe_count" -> count = Integer.parseInt(val);
+                    case "stripe_offset" -> offset = Integer.parseInt(val);
+                    case "osts" -> { } // informative in the formatted value; stripe_offset sets it
+                    default -> throw new FsException(Status.EINVAL, NAME + ": unknown key '" + key + "'");
+                }
+            } catch (NumberFormatException e) {
+                throw new FsException(Status.EINVAL, NAME + ": " + key + " '" + val + "' is not a number");
+            }
+        }
+        if (count != Request.UNSET && count != -1 && count < 1) {
+            throw new FsException(Status.EINVAL, NAME + ": stripe_count must be -1 or >= 1, got " + count);
+        }
+        if (offset != Request.UNSET && offset < -1) {
+            throw new FsException(Status.EINVAL, NAME + ": stripe_offset must be -1 or an OST index, got " + offset);
+        }
+        return new Request(size, count, offset);
+    }
+
+    /**
+     * The layout to ask the MDS for: {@code req} over the current layout {@code cur}; with a
+     * {@code stripe_offset}, an explicit OST list starting there, taken in order from the
+     * registered OST indices {@code osts} (ascending), wrapping around.
+     *
+     * @throws FsException EINVAL when stripe_offset is not a registered OST or stripe_count exceeds the OSTs
+     */
+    static Layout merge(Request req, Layout cur, List<Integer> osts) {
+        long size = req.stripeSize() != Request.UNSET ? req.stripeSize() : cur.getStripeSize();
+        int count = req.stripeCount() != Request.UNSET ? req.stripeCount()
+                : cur.getStripeCount() == 0 ? -1 : cur.getStripeCount();
+        Layout.Builder b = Layout.newBuilder().setStripeSize(size).setStripeCount(count);
+        if (req.stripeOffset() >= 0) {
+            int start = osts.indexOf(req.stripeOffset());
+            if (start < 0) {
+                throw new FsException(Status.EINVAL, NAME + ": stripe_offset " + req.stripeOffset() + " is not a registered OST " + osts);
+            }
+            int n = count == -1 ? osts.size() : count;
+            if (n > osts.size()) {
+                throw new FsException(Status.EINVAL, NAME + ": stripe_count " + n + " exceeds the " + osts.size() + " OSTs");
+            }
+            List<Integer> list = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                list.add(osts.get((start + i) % osts.size()));
+            }
+            b.setStripeCount(n).addAllOsts(list);
+        }
+        return b.build();
+    }
+}

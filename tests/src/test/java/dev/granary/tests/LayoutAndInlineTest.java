@@ -1,0 +1,182 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.mds.proto.Extent;
+import dev.granary.oss.server.OssServer;
+import dev.granary.tools.cluster.Nodes;
+import dev.granary.tools.prereq.Prerequisites;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Layouts through a real mount with the {@code granary setstripe}/{@code getstripe} CLI and the
+ * {@code granary.layout} xattr, and data on MDS (small files inline) counted in S3 requests.
+ */
+class LayoutAndInlineTest {
+    @TempDir
+    static Path tmp;
+    static MiniCluster cluster;
+    static Path mnt;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        Prerequisites.ensureFuse();
+        cluster = MiniCluster.start(tmp.resolve("cluster"));
+        mnt = tmp.resolve("mnt");
+        cluster.mount(mnt);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (cluster != null) cluster.close();
+    }
+
+    /** Runs the CLI in a separate JVM; returns (exit status, stdout lines, granary: error lines). */
+    record Cli(int rc, List<String> out, List<String> errors) {}
+
+    static Cli granary(String... args) throws Exception {
+        try (GranaryProcess p = GranaryProcess.start(tmp, Map.of(), args)) {
+            int rc = p.waitFor(60);
+            List<String> out;
+            synchronized (p.out) {
+                out = new ArrayList<>(p.out);
+            }
+            return new Cli(rc, out, p.errorLines());
+        }
+    }
+
+    static String xattr(Path p) throws Exception {
+        Shell.Result r = Shell.run(tmp, Map.of(),
+                "python3 -c \"import os,sys; print(os.getxattr(sys.argv[1], 'granary.layout').decode())\" '" + p + "'");
+        return r.out().lines().filter(l -> l.startsWith("stripe_count=")).findFirst().orElse(r.out() + r.err());
+    }
+
+    @Test
+    void setstripeOnADirectoryIsInheritedAndShownByGetstripeAndTheXattr() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("one-ost"));
+        Cli set = granary("setstripe", "-c", "1", "-S", "1M", d.toString());
+        assertEquals(0, set.rc(), set.toString());
+        assertEquals("stripe_count=1 stripe_size=1048576 stripe_offset=-1", xattr(d));
+        Cli dirShow = granary("getstripe", d.toString());
+        assertEquals(List.of(d.toString(), "stripe_count:  1 stripe_size:   1048576 stripe_offset: -1"), dirShow.out());
+
+        Path f = d.resolve("f.bin");
+        byte[] data = new byte[3 << 20];
+        new Random(5).nextBytes(data);
+        Files.write(f, data);
+        Cli fileShow = granary("getstripe", f.toString());
+        assertEquals(0, fileShow.rc());
+        assertEquals(f.toString(), fileShow.out().get(0));
+        assertEquals("lmm_stripe_count:  1", fileShow.out().get(1));
+        assertEquals("lmm_stripe_size:   1048576", fileShow.out().get(2));
+        List<Extent> ex = cluster.admin().getFileMap(Nodes.ROOT, (Long) Files.getAttribute(f, "unix:ino")).extents();
+        assertEquals(3, ex.size(), "3 MiB in 1 MiB stripes");
+        assertEquals(1, ex.stream().map(Extent::getOst).distinct().count(), "all on one OST");
+        assertArrayEquals(data, Files.readAllBytes(f));
+
+        Shell.Result list = Shell.run(tmp, Map.of(), "python3 -c \"import os,sys; print(os.listxattr(sys.argv[1]))\" '" + d + "'");
+        assertFalse(list.out().contains("granary.layout"), "the layout xattr is not listed (cp -a must not copy it)");
+    }
+
+    @Test
+    void stripeIndexFixesTheFirstOstAndAMissingPathIsCreated() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("from-ost1"));
+        assertEquals(0, granary("setstripe", "-c", "-1", "-i", "1", d.toString()).rc());
+        Path g = d.resolve("g");
+        Files.write(g, new byte[10]);
+        assertTrue(xattr(g).endsWith("stripe_offset=1 osts=1,0"), xattr(g));
+
+        Path fresh = mnt.resolve("made-by-setstripe");
+        Cli made = granary("setstripe", "-c", "2", "-S", "64k", fresh.toString());
+        assertEquals(0, made.rc(), made.toString());
+        assertEquals(0, Files.size(fresh));
+        assertTrue(xattr(fresh).startsWith("stripe_count=2 stripe_size=65536 "), xattr(fresh));
+        byte[] data = new byte[5 * 65536 + 17];
+        new Random(6).nextBytes(data);
+        Files.write(fresh, data);
+        assertArrayEquals(data, Files.readAllBytes(fresh));
+        List<Extent> ex = cluster.admin().getFileMap(Nodes.ROOT, (Long) Files.getAttribute(fresh, "unix:ino")).extents();
+        assertEquals(6, ex.size());
+        assertEquals(2, ex.stream().map(Extent::getOst).distinct().count(), "striped over both OSTs");
+    }
+
+    @Test
+    void badLayoutsGetOneLineErrorsAndChangeNothing() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("bad"));
+        String before = xattr(d);
+        Path full = d.resolve("has-data");
+        Files.write(full, new byte[100]);
+        String fileBefore = xattr(full);
+        record Case(String[] args, String message) {}
+        List<Case> cases = List.of(
+                new Case(new String[] {"setstripe", "-S", "1000", d.toString()}, "multiple of 64k"),
+                new Case(new String[] {"setstripe", "-c", "0", d.toString()}, "stripe count must be -1"),
+                new Case(new String[] {"setstripe", "-c", "5", d.toString()}, "invalid layout"),
+                new Case(new String[] {"setstripe", "-i", "7", d.toString()}, "invalid layout"),
+                new Case(new String[] {"setstripe", d.toString()}, "nothing to set"),
+                new Case(new String[] {"setstripe", "-c", "1", full.toString()}, "already has data"),
+                new Case(new String[] {"getstripe", tmp.toString()}, "not in a Granary mount"),
+                new Case(new String[] {"getstripe", mnt.resolve("nope").toString()}, "no such file"));
+        for (Case c : cases) {
+            Cli r = granary(c.args());
+            assertEquals(1, r.rc(), String.join(" ", c.args()) + " -> " + r);
+            assertEquals(1, r.errors().size(), r.toString());
+            assertTrue(r.errors().get(0).contains(c.message()), r.errors().get(0));
+        }
+        assertEquals(before, xattr(d));
+        assertEquals(fileBefore, xattr(full));
+    }
+
+    static long s3Puts() {
+        return cluster.cluster().ossServers().stream().mapToLong(OssServer::s3Puts).sum();
+    }
+
+    static long s3Gets() {
+        return cluster.cluster().ossServers().stream().mapToLong(OssServer::s3Gets).sum();
+    }
+
+    /** Data on MDS: 200 files of 100 KiB written and read back through FUSE with no S3 request. */
+    @Test
+    void smallFilesCostNoS3RequestsLargeOnesStillGoToS3() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("samples"));
+        long puts = s3Puts();
+        long gets = s3Gets();
+        Random rnd = new Random(8);
+        List<byte[]> files = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            byte[] b = new byte[100 * 1024 + i];
+            rnd.nextBytes(b);
+            files.add(b);
+            Files.write(d.resolve("s" + i), b);
+        }
+        Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
+        for (int i = 0; i < 200; i++) {
+            assertArrayEquals(files.get(i), Files.readAllBytes(d.resolve("s" + i)));
+        }
+        long putsPerFile = s3Puts() - puts;
+        long getsPerFile = s3Gets() - gets;
+        System.out.printf("data on MDS: 200 files of 100 KiB: %d S3 PUTs, %d S3 GETs%n", putsPerFile, getsPerFile);
+        assertEquals(0, putsPerFile);
+        assertEquals(0, getsPerFile);
+
+        byte[] big = new byte[(256 << 10) + 1]; // above inline_max: a block
+        rnd.nextBytes(big);
+        Files.write(d.resolve("big"), big);
+        assertEquals(1, s3Puts() - puts);
+        assertArrayEquals(big, Files.readAllBytes(d.resolve("big")));
+    }
+}

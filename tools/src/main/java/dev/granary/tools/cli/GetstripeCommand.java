@@ -1,0 +1,79 @@
+package dev.granary.tools.cli;
+
+import dev.granary.client.vfs.LayoutXattr;
+import dev.granary.tools.UserError;
+import dev.granary.tools.layout.NativeXattr;
+import dev.granary.tools.layout.NativeXattr.XattrException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/**
+ * {@code granary getstripe}: prints the layout of files and directories in a Granary mount in
+ * the shape of Lustre's {@code lfs getstripe} (read from the virtual xattr
+ * {@value LayoutXattr#NAME}).
+ */
+@Command(name = "getstripe", mixinStandardHelpOptions = true,
+        description = {"Print the striping layout of files and directories, as Lustre's lfs getstripe.", "",
+                "Example:  granary getstripe /mnt/train/shards/part-0001.tar"})
+public final class GetstripeCommand implements Callable<Integer> {
+    @Option(names = {"--raw"}, description = "Print the raw " + LayoutXattr.NAME + " value.")
+    boolean raw;
+
+    @Parameters(paramLabel = "PATH", arity = "1..*", description = "Files or directories inside a Granary mount.")
+    List<Path> paths;
+
+    @Override
+    public Integer call() {
+        int failed = 0;
+        for (Path p : paths) {
+            String value;
+            try {
+                value = new String(NativeXattr.get(p.toString(), LayoutXattr.NAME), StandardCharsets.US_ASCII);
+            } catch (XattrException e) {
+                if (paths.size() == 1) {
+                    throw new UserError("getstripe: " + p + ": " + SetstripeCommand.explain(e.errno(), false));
+                }
+                System.err.println("getstripe: " + p + ": " + SetstripeCommand.explain(e.errno(), false));
+                failed++;
+                continue;
+            }
+            if (raw) {
+                System.out.println(value);
+                continue;
+            }
+            Map<String, String> kv = new HashMap<>();
+            for (String part : value.trim().split("\\s+")) {
+                int eq = part.indexOf('=');
+                if (eq > 0) {
+                    kv.put(part.substring(0, eq), part.substring(eq + 1));
+                }
+            }
+            System.out.println(p);
+            if (Files.isDirectory(p)) {
+                System.out.printf("stripe_count:  %s stripe_size:   %s stripe_offset: %s%n",
+                        kv.get("stripe_count"), kv.get("stripe_size"), kv.get("stripe_offset"));
+            } else {
+                System.out.printf("lmm_stripe_count:  %s%nlmm_stripe_size:   %s%nlmm_stripe_offset: %s%n",
+                        kv.get("stripe_count"), kv.get("stripe_size"), kv.get("stripe_offset"));
+                System.out.println("\tobdidx");
+                for (String o : kv.getOrDefault("osts", "").split(",")) {
+                    if (!o.isEmpty()) {
+                        System.out.printf("\t%6s%n", o);
+                    }
+                }
+            }
+        }
+        if (failed > 0) {
+            throw new UserError("getstripe: " + failed + " of " + paths.size() + " paths failed");
+        }
+        return 0;
+    }
+}
