@@ -110,6 +110,36 @@ class FuseEndToEndTest {
         assertTrue(actual.contains(" second"), actual);
     }
 
+    /**
+     * POSIX unlink(2): a file unlinked while open stays readable and writable until the last
+     * close; then it is gone. libfuse renames it to a hidden ".fuse_hidden*" name meanwhile (as
+     * NFS's silly rename) and removes it at the last release, which the kernel sends after close.
+     */
+    @Test
+    void fileUnlinkedWhileOpenLivesUntilTheLastClose() throws Exception {
+        String code = "import os, sys, time\n"
+                + "d = sys.argv[1]; os.makedirs(d, exist_ok=True); p = os.path.join(d, 'victim')\n"
+                + "data = os.urandom(5 * 1024 * 1024 + 7)\n"
+                + "with open(p, 'wb') as f: f.write(data)\n"
+                + "r = os.open(p, os.O_RDONLY); w = os.open(p, os.O_RDWR)\n"
+                + "os.unlink(p)\n"
+                + "assert not os.path.exists(p)\n"
+                + "os.pwrite(w, b'hello', 4 * 1024 * 1024); os.fsync(w); os.close(w)\n"
+                + "want = data[:4 * 1024 * 1024] + b'hello' + data[4 * 1024 * 1024 + 5:]\n"
+                + "got = b''.join(iter(lambda: os.read(r, 1 << 20), b''))\n"
+                + "assert got == want, 'content after unlink differs'\n"
+                + "assert os.fstat(r).st_size == len(data)\n"
+                + "os.close(r)\n"
+                + "for _ in range(100):\n"
+                + "    left = os.listdir(d)\n"
+                + "    if not left: break\n"
+                + "    time.sleep(0.05)  # the kernel sends RELEASE after close(2) returns\n"
+                + "print('left:', left)\n";
+        Files.writeString(local.resolve("unlinked.py"), code);
+        assertEquals("left: []", Shell.ok(local, "python3 unlinked.py " + local.resolve("unl")).trim());
+        assertEquals("left: []", Shell.ok(local, "python3 unlinked.py " + mnt.resolve("unl")).trim());
+    }
+
     @Test
     void numpySaveAndLoadNpz() throws Exception {
         String py = Prerequisites.findPython();
