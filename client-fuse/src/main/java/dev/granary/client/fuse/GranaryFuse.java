@@ -3,6 +3,9 @@ package dev.granary.client.fuse;
 import dev.granary.client.vfs.GranaryVfs;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Status;
+import dev.granary.mds.proto.LockType;
+import dev.granary.mds.proto.LockInfo;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.StatFsReply;
 import java.nio.ByteBuffer;
@@ -23,6 +26,7 @@ import ru.serce.jnrfuse.ErrorCodes;
 import ru.serce.jnrfuse.FuseFillDir;
 import ru.serce.jnrfuse.FuseStubFS;
 import ru.serce.jnrfuse.struct.FileStat;
+import ru.serce.jnrfuse.struct.Flock;
 import ru.serce.jnrfuse.struct.FuseFileInfo;
 import ru.serce.jnrfuse.struct.FusePollhandle;
 import ru.serce.jnrfuse.struct.Statvfs;
@@ -38,9 +42,9 @@ import ru.serce.jnrfuse.struct.Timespec;
  * <p>Supported: getattr, fgetattr, readlink, mknod (regular files), mkdir, unlink, rmdir,
  * symlink, rename, link, chmod, chown, truncate, ftruncate, utimens, open, create, read, write,
  * flush, fsync, release, opendir, readdir, releasedir, fsyncdir, statfs, access, setxattr,
- * getxattr, listxattr, removexattr. Explicitly unsupported ({@code -ENOSYS}): bmap, ioctl,
- * poll, fallocate. lock and flock are not registered, so the kernel keeps fcntl/flock locks
- * node-locally (not shared between clients; see docs/SEMANTICS.md). jnr-fuse registers with libfuse only the methods not marked
+ * getxattr, listxattr, removexattr, lock, flock. Explicitly unsupported ({@code -ENOSYS}): bmap, ioctl,
+ * poll, fallocate. lock (fcntl) and flock locks are held in the MDS and shared by all clients.
+ * jnr-fuse registers with libfuse only the methods not marked
  * {@code @NotImplemented}; the remaining stubs (read_buf, write_buf, init, destroy) stay
  * unregistered, so libfuse uses read/write and nothing returns a fake 0.
  *
@@ -452,13 +456,74 @@ public class GranaryFuse extends FuseStubFS {
         });
     }
 
-    // ------------------------------------------------------------------ explicitly unsupported
+    // ------------------------------------------------------------------ advisory locks
 
-    // lock and flock are deliberately NOT overridden: jnr-fuse then leaves them out of the
-    // operations it hands libfuse, libfuse does not ask the kernel for FUSE_POSIX_LOCKS /
-    // FUSE_FLOCK_LOCKS, and the kernel keeps fcntl and flock locks itself, node-locally (as
-    // Mountpoint and JuiceFS without its lock option do). Locks are not shared between
-    // clients yet: docs/SEMANTICS.md says so. Returning ENOSYS instead broke sqlite and lock files.
+    /** fcntl(2) commands as libfuse passes them (Linux; the 64-bit forms share the values). */
+    static final int F_GETLK = 5, F_SETLK = 6, F_SETLKW = 7;
+
+    private static LockType lockType(int lType) {
+        if (lType == Flock.F_RDLCK) return LockType.READ;
+        if (lType == Flock.F_WRLCK) return LockType.WRITE;
+        if (lType == Flock.F_UNLCK) return LockType.UNLOCK;
+        throw new FsException(Status.EINVAL, "unknown lock type " + lType);
+    }
+
+    /**
+     * fcntl F_GETLK / F_SETLK / F_SETLKW: POSIX byte-range locks held in the MDS, shared by all
+     * clients (libfuse hands over absolute ranges: l_whence SEEK_SET, l_len 0 = to the end).
+     * libfuse releases the owner's locks at flush (close), as POSIX wants.
+     */
+    @Override
+    public int lock(String path, FuseFileInfo fi, int cmd, Flock flock) {
+        return call("lock", path, c -> {
+            long start = flock.l_start.get();
+            long len = flock.l_len.get();
+            if (len < 0) {
+                return -ErrorCodes.EINVAL();
+            }
+            long end = len == 0 ? 0 : start + len;
+            long owner = fi.lock_owner.get();
+            LockType type = lockType(flock.l_type.get());
+            int pid = (int) flock.l_pid.get();
+            switch (cmd) {
+                case F_GETLK -> {
+                    LockInfo held = vfs.getlk(c, fi.fh.get(), owner, type == LockType.UNLOCK ? LockType.WRITE : type, start, end, pid);
+                    if (held == null) {
+                        flock.l_type.set(Flock.F_UNLCK);
+                    } else {
+                        flock.l_type.set(held.getType() == LockType.READ ? Flock.F_RDLCK : Flock.F_WRLCK);
+                        flock.l_whence.set(0);
+                        flock.l_start.set(held.getStart());
+                        flock.l_len.set(held.getEnd() == 0 ? 0 : held.getEnd() - held.getStart());
+                        flock.l_pid.set(held.getPid());
+                    }
+                }
+                case F_SETLK, F_SETLKW -> vfs.setlk(c, fi.fh.get(), owner, type, start, end, pid, cmd == F_SETLKW);
+                default -> {
+                    return -ErrorCodes.EINVAL();
+                }
+            }
+            return 0;
+        });
+    }
+
+    /** flock(2): whole-file shared/exclusive locks held in the MDS, shared by all clients. */
+    @Override
+    public int flock(String path, FuseFileInfo fi, int op) {
+        return call("flock", path, c -> {
+            boolean nb = (op & 4) != 0; // LOCK_NB
+            int what = op & ~4;
+            LockType type = what == Flock.LOCK_SH ? LockType.READ : what == Flock.LOCK_EX ? LockType.WRITE
+                    : what == Flock.LOCK_UN ? LockType.UNLOCK : null;
+            if (type == null) {
+                return -ErrorCodes.EINVAL();
+            }
+            vfs.flock(c, fi.fh.get(), fi.lock_owner.get(), type, !nb && type != LockType.UNLOCK);
+            return 0;
+        });
+    }
+
+    // ------------------------------------------------------------------ explicitly unsupported
 
     /** Block mapping (only for block-device-backed filesystems): -ENOSYS. */
     @Override

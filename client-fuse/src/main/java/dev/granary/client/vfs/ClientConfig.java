@@ -37,10 +37,13 @@ import java.time.Duration;
  *                         instead of a second MDS read. The kernel sends LOOKUP then OPEN for one
  *                         open(2), as NFS uses the attributes of the LOOKUP done for an open.
  *                         Default 2 ms; 0 disables (every open reads the MDS)
+ * @param lockLease        lease of this client's advisory locks (fcntl, flock) in the MDS: renewed
+ *                         every third of it while locks are held; when a client dies its locks are
+ *                         released this long after its last renewal. Default 15 s; 1 s to 10 min
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
-                           int inlineMax, boolean keepCache, Duration openAfterLookup) {
+                           int inlineMax, boolean keepCache, Duration openAfterLookup, Duration lockLease) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -67,6 +70,9 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
         if (openAfterLookup == null || openAfterLookup.isNegative() || openAfterLookup.compareTo(Duration.ofSeconds(1)) > 0) {
             throw new IllegalArgumentException("openAfterLookup must be in [0, 1 s], got " + openAfterLookup);
         }
+        if (lockLease == null || lockLease.compareTo(Duration.ofSeconds(1)) < 0 || lockLease.compareTo(Duration.ofMinutes(10)) > 0) {
+            throw new IllegalArgumentException("lockLease must be in [1 s, 10 min], got " + lockLease);
+        }
         if (inlineMax < 0 || inlineMax > MIB) {
             throw new IllegalArgumentException("inlineMax must be in [0, 1 MiB], got " + inlineMax);
         }
@@ -77,46 +83,51 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
      * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2));
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15));
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease);
     }
 
     /** A copy with another inline-data threshold (bytes; 0 disables). */
     public ClientConfig withInlineMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease);
     }
 
     /** A copy with keep_cache on or off. */
     public ClientConfig withKeepCache(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease);
     }
 
     /** A copy with another open-after-lookup window (0 disables). */
     public ClientConfig withOpenAfterLookup(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease);
+    }
+
+    /** A copy with another lock lease. */
+    public ClientConfig withLockLease(Duration d) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d);
     }
 }

@@ -10,6 +10,9 @@ import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.DirEntry;
 import dev.granary.mds.proto.Extent;
+import dev.granary.mds.proto.LockInfo;
+import dev.granary.mds.proto.LockKind;
+import dev.granary.mds.proto.LockType;
 import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.StatFsReply;
 import dev.granary.mds.proto.Status;
@@ -104,6 +107,20 @@ public final class GranaryVfs implements AutoCloseable {
     private record DentryKey(long parent, String name) {}
 
     private record DirHandle(long ino, long parentIno) {}
+
+    /** Random id of this client's session in the MDS: its advisory locks belong to it. */
+    private final long session = new java.security.SecureRandom().nextLong();
+
+    /** (inode, owner, kind) of locks this client holds: the lease is renewed while any is held. */
+    private record LockKey(long ino, long owner, LockKind kind) {}
+
+    private final Set<LockKey> heldLocks = ConcurrentHashMap.newKeySet();
+    private final java.util.concurrent.atomic.AtomicBoolean renewerStarted = new java.util.concurrent.atomic.AtomicBoolean();
+    private final java.util.concurrent.ScheduledExecutorService renewer = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "granary-lock-lease");
+        t.setDaemon(true);
+        return t;
+    });
 
     /** One directory entry as readdir returns it: name, inode number and S_IFMT type bits. */
     public record Entry(String name, long ino, int mode) {}
@@ -710,6 +727,14 @@ public final class GranaryVfs implements AutoCloseable {
             throw new FsException(Status.EBADF, "unknown file handle " + fh);
         }
         try {
+            if (f.flockOwner() != 0) { // flock(2): the lock goes with the last close of the open file
+                try {
+                    take(c, f.ino(), LockInfo.newBuilder().setKind(LockKind.FLOCK).setType(LockType.UNLOCK)
+                            .setSession(session).setOwner(f.flockOwner()).build(), false);
+                } catch (FsException e) {
+                    LOG.warn("releasing the flock of inode {} at close failed (the lease releases it): {}", f.ino(), e.getMessage());
+                }
+            }
             f.close();
         } finally {
             filesByIno.computeIfPresent(f.ino(), (k, set) -> {
@@ -729,6 +754,116 @@ public final class GranaryVfs implements AutoCloseable {
     /** Number of open file handles (for tests and status). */
     public int openFileCount() {
         return files.size();
+    }
+
+    // ------------------------------------------------------------------ advisory locks
+
+    /**
+     * fcntl(F_GETLK): the first lock held in the MDS (by any client) that would stop
+     * {@code owner} from taking {@code type} on {@code [start, end)} ({@code end} 0 = to the end
+     * of the file), or null. EBADF, EINVAL.
+     */
+    public LockInfo getlk(Caller c, long fh, long owner, LockType type, long start, long end, int pid) {
+        OpenFile f = file(fh);
+        return lockCall(c, f.ino(), posixLock(owner, type, start, end, pid), true).conflict();
+    }
+
+    /**
+     * fcntl(F_SETLK/F_SETLKW): takes (READ, WRITE) or releases (UNLOCK) a POSIX byte-range lock
+     * held in the MDS, so that every client sees it (POSIX.1 advisory record locking).
+     * {@code wait} (F_SETLKW) retries until granted (no deadlock detection: EDEADLK is never
+     * returned).
+     *
+     * @throws FsException EAGAIN (held by another owner, without wait), EBADF (a read lock on a
+     *     handle not open for reading, or a write lock on one not open for writing), EINTR
+     */
+    public void setlk(Caller c, long fh, long owner, LockType type, long start, long end, int pid, boolean wait) {
+        OpenFile f = file(fh);
+        int acc = f.flags() & O_ACCMODE;
+        if ((type == LockType.READ && acc == O_WRONLY) || (type == LockType.WRITE && acc == O_RDONLY)) {
+            throw new FsException(Status.EBADF, "a " + type + " lock needs the file open for " + (type == LockType.READ ? "reading" : "writing"));
+        }
+        take(c, f.ino(), posixLock(owner, type, start, end, pid), wait);
+    }
+
+    /**
+     * flock(2): takes a shared (READ) or exclusive (WRITE) whole-file lock, or releases it
+     * (UNLOCK), held in the MDS for every client. {@code wait} (no LOCK_NB) retries until granted.
+     *
+     * @throws FsException EWOULDBLOCK/EAGAIN (held elsewhere, with LOCK_NB), EBADF, EINTR
+     */
+    public void flock(Caller c, long fh, long owner, LockType type, boolean wait) {
+        OpenFile f = file(fh);
+        take(c, f.ino(), LockInfo.newBuilder().setKind(LockKind.FLOCK).setType(type).setSession(session).setOwner(owner).build(), wait);
+        f.flockOwner(type == LockType.UNLOCK ? 0 : owner);
+    }
+
+    private LockInfo posixLock(long owner, LockType type, long start, long end, int pid) {
+        if (start < 0 || end < 0 || (end != 0 && end <= start)) {
+            throw new FsException(Status.EINVAL, "bad lock range [" + start + ", " + end + ")");
+        }
+        return LockInfo.newBuilder().setKind(LockKind.POSIX).setType(type).setSession(session).setOwner(owner)
+                .setStart(start).setEnd(end).setPid(pid).build();
+    }
+
+    private void take(Caller c, long ino, LockInfo l, boolean wait) {
+        long sleepMs = 2;
+        for (;;) {
+            MdsClient.LockReply r = lockCall(c, ino, l, false);
+            if (r.granted()) {
+                LockKey key = new LockKey(ino, l.getOwner(), l.getKind());
+                if (l.getType() != LockType.UNLOCK) {
+                    heldLocks.add(key);
+                } else if (l.getKind() == LockKind.FLOCK || (l.getStart() == 0 && l.getEnd() == 0)) {
+                    heldLocks.remove(key); // whole range released
+                }
+                return;
+            }
+            if (!wait) {
+                throw new FsException(Status.EAGAIN, "lock held by another owner");
+            }
+            try {
+                Thread.sleep(sleepMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new FsException(Status.EINTR, "interrupted while waiting for a lock");
+            }
+            sleepMs = Math.min(100, sleepMs * 2);
+        }
+    }
+
+    private MdsClient.LockReply lockCall(Caller c, long ino, LockInfo l, boolean test) {
+        ensureRenewer();
+        MdsClient.LockReply r = mds.lock(c, ino, l, test, config.lockLease().toNanos());
+        if (r.leaseExpired()) {
+            LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
+        }
+        return r;
+    }
+
+    /** Starts the lease renewal of this client's session (once, at its first lock call). */
+    private void ensureRenewer() {
+        if (renewerStarted.compareAndSet(false, true)) {
+            long period = Math.max(100, config.lockLease().toMillis() / 3);
+            renewer.scheduleWithFixedDelay(() -> {
+                if (heldLocks.isEmpty()) {
+                    return;
+                }
+                try {
+                    if (mds.renewSession(caller(0, 0), session, config.lockLease().toNanos())) {
+                        LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
+                    }
+                } catch (RuntimeException e) {
+                    LOG.warn("renewing the lock lease failed (locks are released {} after the last renewal): {}",
+                            config.lockLease(), e.getMessage());
+                }
+            }, period, period, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /** This client's session id in the MDS (its advisory locks belong to it). */
+    public long session() {
+        return session;
     }
 
     // ------------------------------------------------------------------ directories
@@ -922,6 +1057,14 @@ public final class GranaryVfs implements AutoCloseable {
             }
         }
         dirs.clear();
+        renewer.shutdownNow();
+        if (renewerStarted.get()) {
+            try {
+                mds.renewSession(caller(0, 0), session, 0); // releases this client's locks now
+            } catch (RuntimeException e) {
+                LOG.warn("ending the lock session failed (its locks are released when the lease runs out): {}", e.getMessage());
+            }
+        }
         ioExecutor.shutdown();
         try {
             ioExecutor.awaitTermination(10, TimeUnit.SECONDS);

@@ -140,17 +140,29 @@ public final class OpenFile {
         }
     }
 
+    /** Lock owner of the flock(2) lock this open file holds in the MDS (0: none). */
+    private volatile long flockOwner;
+
+    /** The flock owner this handle holds a lock for, 0 when none. */
+    long flockOwner() {
+        return flockOwner;
+    }
+
+    void flockOwner(long owner) {
+        flockOwner = owner;
+    }
+
     /** The FUSE file handle number. */
     public long fh() {
         return fh;
     }
 
-    /** The inode number. */
     /** Records that the file's mtime was set explicitly (utimensat) after this handle's last write. */
     void mtimeSetExplicitly() {
         mtimeSetExplicitly = true;
     }
 
+    /** The inode number. */
     public long ino() {
         return ino;
     }
@@ -384,7 +396,7 @@ public final class OpenFile {
                         vfs.dirtyBudget().acquire(reserve, vfs::spillAll);
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
-                        throw new FsException(Status.EAGAIN, "interrupted while waiting for dirty memory");
+                        throw new FsException(Status.EINTR, "interrupted while waiting for dirty memory");
                     }
                     buf = new StripeBuffer(in + n, (int) stripeSize, reserve);
                     dirty.put(k, buf);

@@ -193,6 +193,33 @@ public final class MdsClient implements AutoCloseable {
         return new FileMap(r.getAttr(), r.getExtentsList());
     }
 
+    /**
+     * The answer to a lock request: {@code granted} (a take succeeded, or an unlock or test
+     * ran), the conflicting lock (test, or a take that was refused; null when none) and whether
+     * the session's lease had run out before this request (its older locks were lost).
+     */
+    public record LockReply(boolean granted, LockInfo conflict, boolean leaseExpired) {}
+
+    /**
+     * Takes, releases or tests an advisory lock on inode {@code ino} (one Raft operation), renewing
+     * the session's lease to {@code leaseNs}. A conflicting take is not an error: it comes back
+     * with {@code granted} false. ENOENT, EINVAL.
+     */
+    public LockReply lock(Caller c, long ino, LockInfo lock, boolean test, long leaseNs) {
+        MdsResponse r = transport.write(req(c).setLock(LockRequest.newBuilder().setIno(ino).setLock(lock)
+                .setTest(test).setLeaseNs(leaseNs)).build());
+        if (r.getStatus() == Status.EAGAIN) {
+            return new LockReply(false, r.getConflict(), r.getLeaseExpired());
+        }
+        check(r);
+        return new LockReply(true, r.hasConflict() ? r.getConflict() : null, r.getLeaseExpired());
+    }
+
+    /** Renews session {@code id}'s lease ({@code leaseNs} 0 ends it, releasing its locks); true when it had expired. */
+    public boolean renewSession(Caller c, long id, long leaseNs) {
+        return write(req(c).setRenewSession(RenewSessionRequest.newBuilder().setSession(id).setLeaseNs(leaseNs))).getLeaseExpired();
+    }
+
     /** Registers (or updates) an OST. */
     public void registerOst(Caller c, OstInfo ost) {
         write(req(c).setRegisterOst(RegisterOstRequest.newBuilder().setOst(ost)));

@@ -8,6 +8,9 @@ import dev.granary.mds.proto.CreateRequest;
 import dev.granary.mds.proto.DirEntry;
 import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.Layout;
+import dev.granary.mds.proto.LockInfo;
+import dev.granary.mds.proto.LockKind;
+import dev.granary.mds.proto.LockType;
 import dev.granary.mds.proto.OssInfo;
 import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.proto.RenameRequest;
@@ -19,6 +22,8 @@ import dev.granary.mds.schema.MdsSchema;
 import dev.granary.mds.schema.proto.DentryRecord;
 import dev.granary.mds.schema.proto.GcRecord;
 import dev.granary.mds.schema.proto.InodeRecord;
+import dev.granary.mds.schema.proto.LockTableRecord;
+import dev.granary.mds.schema.proto.SessionRecord;
 import dev.granary.mds.schema.proto.UsageRecord;
 import dev.granary.raft.KvReader;
 import dev.granary.raft.KvTxn;
@@ -1341,6 +1346,80 @@ public final class Namespace {
         List<Extent> out = new ArrayList<>();
         MdsSchema.scanExtents(txn, ino, fromStripe, toStripe == 0 ? -1L : toStripe, epoch, out::add);
         return out;
+    }
+
+    // =============================================================================== locks
+
+    /** Shortest and longest session lease a client may ask for. */
+    public static final long MIN_LEASE_NS = 1_000_000_000L, MAX_LEASE_NS = 600_000_000_000L;
+
+    /** What a lock request did: the conflicting lock (null: none) and whether the session had expired. */
+    public record LockOutcome(LockInfo conflict, boolean leaseExpired) {}
+
+    /**
+     * An advisory lock request on inode {@code ino} ({@link Locks} has the rules): renews the
+     * session's lease ({@code leaseNs} clamped to [1 s, 10 min]); drops the locks of sessions
+     * whose lease ran out (their client died or unmounted); then takes or releases the lock, or
+     * with {@code test} only reports the first conflict. A take that conflicts changes nothing
+     * but the lease and returns the conflict (the caller answers EAGAIN). No permission check:
+     * the client checked that the file is open for reading (read locks) or writing (write locks),
+     * as fcntl(2) requires.
+     *
+     * @throws FsException ENOENT (no such inode), EINVAL (a POSIX range with end &lt;= start, a
+     *     negative start, or an flock with a range)
+     */
+    public LockOutcome lock(Caller c, long ino, LockInfo want, boolean test, long leaseNs, long now) {
+        requireWritable();
+        inode(ino);
+        if (want.getKind() == LockKind.POSIX) {
+            if (want.getStart() < 0 || (want.getEnd() != 0 && Long.compareUnsigned(want.getEnd(), want.getStart()) <= 0)) {
+                throw err(Status.EINVAL, "lock range [" + want.getStart() + ", " + want.getEnd() + ") is empty or negative");
+            }
+        } else if (want.getStart() != 0 || want.getEnd() != 0) {
+            throw err(Status.EINVAL, "flock locks the whole file: no range");
+        }
+        boolean expired = renew(want.getSession(), leaseNs, now);
+        java.util.Map<Long, Boolean> alive = new java.util.HashMap<>();
+        List<LockInfo> live = new ArrayList<>();
+        for (LockInfo l : MdsSchema.getLocks(txn, ino).getLocksList()) {
+            if (alive.computeIfAbsent(l.getSession(), s -> s == want.getSession() ? !expired : sessionAlive(s, now))) {
+                live.add(l);
+            }
+        }
+        LockInfo conflict = null;
+        if (test) {
+            conflict = Locks.firstConflict(live, want.getType() == LockType.UNLOCK ? want.toBuilder().setType(LockType.WRITE).build() : want);
+        } else if (want.getType() != LockType.UNLOCK) {
+            conflict = Locks.firstConflict(live, want);
+        }
+        if (conflict == null && !test) {
+            live = Locks.apply(live, want);
+        }
+        MdsSchema.putLocks(txn, ino, LockTableRecord.newBuilder().addAllLocks(live).build());
+        return new LockOutcome(conflict, expired);
+    }
+
+    /**
+     * Renews session {@code id} for {@code leaseNs} (clamped to [1 s, 10 min]; 0 ends it now, so
+     * its locks stop counting at once). Returns true when the session had already expired (its
+     * locks were lost, as an NFSv4 client whose lease ran out).
+     */
+    public boolean renewSession(long id, long leaseNs, long now) {
+        requireWritable();
+        return renew(id, leaseNs, now);
+    }
+
+    private boolean renew(long id, long leaseNs, long now) {
+        SessionRecord old = MdsSchema.getSession(txn, id);
+        boolean expired = old != null && old.getExpiresNs() < now;
+        long expires = leaseNs == 0 ? now - 1 : now + Math.max(MIN_LEASE_NS, Math.min(MAX_LEASE_NS, leaseNs));
+        MdsSchema.putSession(txn, id, SessionRecord.newBuilder().setExpiresNs(expires).build());
+        return expired;
+    }
+
+    private boolean sessionAlive(long id, long now) {
+        SessionRecord r = MdsSchema.getSession(txn, id);
+        return r != null && r.getExpiresNs() >= now;
     }
 
     // =============================================================================== OST / OSS

@@ -8,6 +8,8 @@ import dev.granary.mds.proto.OssInfo;
 import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.schema.proto.DentryRecord;
 import dev.granary.mds.schema.proto.GcRecord;
+import dev.granary.mds.schema.proto.LockTableRecord;
+import dev.granary.mds.schema.proto.SessionRecord;
 import dev.granary.mds.schema.proto.InodeRecord;
 import dev.granary.mds.schema.proto.UsageRecord;
 import dev.granary.raft.KvIterator;
@@ -86,6 +88,8 @@ public final class MdsSchema {
     private static final byte[] META_USAGE = ascii("usage");
     private static final byte[] META_OST_PREFIX = ascii("ost/");
     private static final byte[] META_OSS_PREFIX = ascii("oss/");
+    private static final byte[] META_LOCK_PREFIX = ascii("lock/");
+    private static final byte[] META_SESSION_PREFIX = ascii("session/");
 
     // ------------------------------------------------------------------ key building blocks
 
@@ -445,6 +449,35 @@ public final class MdsSchema {
             }
         }
         return out;
+    }
+
+    // ------------------------------------------------------------------ locks and sessions
+
+    /** The advisory locks of inode {@code ino} (empty when none). */
+    public static LockTableRecord getLocks(KvReader r, long ino) {
+        byte[] v = r.get(META, concat(META_LOCK_PREFIX, be64(ino)));
+        return v == null ? LockTableRecord.getDefaultInstance() : parse(LockTableRecord.parser(), v, "lock table");
+    }
+
+    /** Replaces the advisory locks of inode {@code ino}; an empty table is deleted. */
+    public static void putLocks(KvTxn t, long ino, LockTableRecord rec) {
+        byte[] key = concat(META_LOCK_PREFIX, be64(ino));
+        if (rec.getLocksCount() == 0) {
+            t.delete(META, key);
+        } else {
+            t.put(META, key, rec.toByteArray());
+        }
+    }
+
+    /** Session {@code id}, or null when unknown. */
+    public static SessionRecord getSession(KvReader r, long id) {
+        byte[] v = r.get(META, concat(META_SESSION_PREFIX, be64(id)));
+        return v == null ? null : parse(SessionRecord.parser(), v, "session");
+    }
+
+    /** Stores session {@code id}. */
+    public static void putSession(KvTxn t, long id, SessionRecord rec) {
+        t.put(META, concat(META_SESSION_PREFIX, be64(id)), rec.toByteArray());
     }
 
     // ------------------------------------------------------------------ gc

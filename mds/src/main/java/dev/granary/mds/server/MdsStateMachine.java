@@ -172,6 +172,19 @@ public final class MdsStateMachine implements KvApplier {
             }
             case REMOVEXATTR -> ns.removexattr(c, r.getRemovexattr().getIno(), r.getRemovexattr().getName().toByteArray(), now);
             case SETLAYOUT -> out.setLayout(ns.setLayout(c, r.getSetlayout().getIno(), r.getSetlayout().getLayout(), now));
+            case LOCK -> {
+                var q = r.getLock();
+                Namespace.LockOutcome o = ns.lock(c, q.getIno(), q.getLock(), q.getTest(), q.getLeaseNs(), now);
+                out.setLeaseExpired(o.leaseExpired());
+                if (o.conflict() != null) {
+                    out.setConflict(o.conflict());
+                    if (!q.getTest()) {
+                        out.setStatus(Status.EAGAIN).setMessage("lock held by another owner");
+                    }
+                }
+            }
+            case RENEW_SESSION -> out.setLeaseExpired(ns.renewSession(r.getRenewSession().getSession(),
+                    r.getRenewSession().getLeaseNs(), now));
             case COMMIT_EXTENTS -> {
                 var q = r.getCommitExtents();
                 out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));

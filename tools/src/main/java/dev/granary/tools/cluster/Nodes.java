@@ -156,7 +156,8 @@ public final class Nodes {
                 .withAllowOther(cfg.client.allowOther)
                 .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
                 .withKeepCache(cfg.client.keepCache)
-                .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup));
+                .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
+                .withLockLease(Sizes.parseDuration(cfg.client.lockLease));
     }
 
     /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */

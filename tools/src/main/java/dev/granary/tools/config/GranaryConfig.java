@@ -96,6 +96,8 @@ public final class GranaryConfig {
         public boolean keepCache = true;
         /** An open this soon after a lookup of the same small file uses that lookup's map ("0s": never). */
         public String openAfterLookup = "2ms";
+        /** Lease of this client's fcntl/flock locks in the MDS: a dead client's locks go this long after its last renewal. */
+        public String lockLease = "15s";
     }
 
     private static ObjectMapper mapper() {
@@ -167,11 +169,16 @@ public final class GranaryConfig {
             Sizes.parseBytes(client.maxDirty);
             Sizes.parseBytes(client.inlineMax);
             Sizes.parseDuration(client.openAfterLookup);
+            Sizes.parseDuration(client.lockLease);
         } catch (IllegalArgumentException e) {
             throw new ConfigException(p + e.getMessage());
         }
         if (Sizes.parseDuration(client.openAfterLookup).compareTo(java.time.Duration.ofSeconds(1)) > 0) {
             throw new ConfigException(p + "client.open_after_lookup must be at most 1s, got " + client.openAfterLookup);
+        }
+        java.time.Duration lease = Sizes.parseDuration(client.lockLease);
+        if (lease.compareTo(java.time.Duration.ofSeconds(1)) < 0 || lease.compareTo(java.time.Duration.ofMinutes(10)) > 0) {
+            throw new ConfigException(p + "client.lock_lease must be between 1s and 10m, got " + client.lockLease);
         }
         if (Sizes.parseBytes(client.inlineMax) > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);

@@ -1,0 +1,138 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.tools.cluster.MountPoints;
+import dev.granary.tools.config.GranaryConfig;
+import dev.granary.tools.prereq.Prerequisites;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * fcntl and flock locks held in the MDS, seen through two mounts of one cluster (two clients),
+ * and released when the client holding them dies (a mount process killed with SIGKILL).
+ */
+class LocksFuseTest {
+    @TempDir
+    static Path tmp;
+    static MiniCluster cluster;
+    static GranaryConfig cfg;
+    static Path mntA;
+    static Path mntB;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        Prerequisites.ensureFuse();
+        cfg = MiniCluster.configFor(tmp.resolve("cluster"));
+        cfg.client.lockLease = "3s";
+        cluster = MiniCluster.start(cfg);
+        mntA = tmp.resolve("a");
+        mntB = tmp.resolve("b");
+        cluster.mount(mntA);
+        cluster.mount(mntB);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (cluster != null) cluster.close();
+    }
+
+    /** A process that takes a POSIX write lock on [0, 100) and an exclusive flock, says "held", waits for a line. */
+    static final String HOLDER = String.join("\n",
+            "import fcntl, os, sys",
+            "fd = os.open(sys.argv[1], os.O_RDWR)",
+            "fcntl.lockf(fd, fcntl.LOCK_EX, 100, 0)",
+            "fl = os.open(sys.argv[1], os.O_RDONLY)",
+            "fcntl.flock(fl, fcntl.LOCK_EX)",
+            "print('held', flush=True)",
+            "sys.stdin.readline()", "");
+
+    static final String CONTENDER = String.join("\n",
+            "import errno, fcntl, os, struct, subprocess, sys, threading, time",
+            "a, b = sys.argv[1], sys.argv[2]  # one file, through mount A and through mount B",
+            "with open(a, 'wb') as f: f.write(b'x' * 1000)",
+            "holder = subprocess.Popen([sys.executable, 'holder.py', a], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)",
+            "print(holder.stdout.readline().strip())",
+            "fd = os.open(b, os.O_RDWR)",
+            "try:",
+            "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 50); print('overlap granted')",
+            "except OSError as e: print('overlap', errno.errorcode[e.errno])",
+            "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 200); print('disjoint granted')",
+            "fmt = 'hhqqixxxx'  # struct flock on x86-64 / aarch64",
+            "t, wh, st, ln, pid = struct.unpack(fmt, fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(fmt, fcntl.F_WRLCK, 0, 0, 10, 0)))",
+            "print('getlk', t == fcntl.F_WRLCK, st, ln, pid == holder.pid)",
+            "t, wh, st, ln, pid = struct.unpack(fmt, fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(fmt, fcntl.F_WRLCK, 0, 500, 10, 0)))",
+            "print('getlk free', t == fcntl.F_UNLCK)",
+            "fb = os.open(b, os.O_RDONLY)",
+            "try:",
+            "    fcntl.flock(fb, fcntl.LOCK_EX | fcntl.LOCK_NB); print('flock granted')",
+            "except OSError as e: print('flock', errno.errorcode[e.errno])",
+            "got = []",
+            "th = threading.Thread(target=lambda: (fcntl.flock(fb, fcntl.LOCK_EX), got.append('flock after release')))",
+            "th.start(); time.sleep(0.5)",
+            "print('waiting', got)",
+            "holder.stdin.write('go\\n'); holder.stdin.flush(); holder.wait()",
+            "th.join(30); print(got)",
+            "fcntl.lockf(fd, fcntl.LOCK_EX, 100, 0); print('blocking lockf granted')", "");
+
+    @Test
+    void locksTakenThroughOneMountAreSeenThroughTheOther() throws Exception {
+        Files.writeString(tmp.resolve("holder.py"), HOLDER);
+        Files.writeString(tmp.resolve("contender.py"), CONTENDER);
+        String out = Shell.ok(tmp, "python3 contender.py " + mntA.resolve("locked.dat") + " " + mntB.resolve("locked.dat"));
+        assertEquals(List.of("held", "overlap EAGAIN", "disjoint granted", "getlk True 0 100 True", "getlk free True",
+                "flock EAGAIN", "waiting []", "['flock after release']", "blocking lockf granted"),
+                out.lines().toList());
+    }
+
+    /** A client killed with SIGKILL cannot unlock: its locks go when its lease (3 s here) runs out. */
+    @Test
+    void locksOfAKilledClientAreReleasedWhenItsLeaseRunsOut() throws Exception {
+        Path conf = tmp.resolve("granary.yaml");
+        Path mntC = Files.createDirectories(tmp.resolve("c"));
+        cfg.client.mount = mntC.toString();
+        cfg.save(conf);
+        GranaryProcess mount = GranaryProcess.start(tmp, Map.of(), "mount", "-c", conf.toString());
+        Process holder = null;
+        try {
+            assertTrue(mount.awaitLine("granary mounted at", 120), mount.transcript());
+            Files.writeString(tmp.resolve("holder.py"), HOLDER);
+            Files.writeString(mntA.resolve("dead.dat"), "data");
+            holder = new ProcessBuilder("python3", "holder.py", mntC.resolve("dead.dat").toString()).directory(tmp.toFile()).start();
+            assertEquals("held", new java.io.BufferedReader(new java.io.InputStreamReader(holder.getInputStream())).readLine());
+            String probe = "import errno, fcntl, os, sys, time\n"
+                    + "fd = os.open(sys.argv[1], os.O_RDONLY); t0 = time.time()\n"
+                    + "while True:\n"
+                    + "    try:\n"
+                    + "        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); break\n"
+                    + "    except OSError as e:\n"
+                    + "        if time.time() - t0 > 60: print('still locked after 60 s'); sys.exit(1)\n"
+                    + "        time.sleep(0.1)\n"
+                    + "print('released after %.1f s' % (time.time() - t0))\n";
+            Files.writeString(tmp.resolve("probe.py"), probe);
+            String before = Shell.ok(tmp, "python3 -c \"import fcntl, os, sys\n"
+                    + "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+                    + "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('granted')\n"
+                    + "except BlockingIOError: print('held elsewhere')\" " + mntA.resolve("dead.dat"));
+            assertEquals("held elsewhere", before.trim());
+            mount.kill(); // SIGKILL: the client cannot release anything
+            holder.destroyForcibly();
+            String after = Shell.ok(tmp, "python3 probe.py " + mntA.resolve("dead.dat")).trim();
+            System.out.println("flock of a SIGKILLed client (lease 3 s): " + after);
+            assertTrue(after.startsWith("released after"), after);
+        } finally {
+            if (holder != null) holder.destroyForcibly();
+            mount.close();
+            MountPoints.unmountLazy(mntC);
+        }
+    }
+}
