@@ -292,6 +292,7 @@ class Target:
         self.work, self.state = work, state
         self.peak_rss = 0
         self.root = None
+        self.uploads_seen = lambda: 0  # S3 PUT/POST/DELETE requests to this target's bucket so far
 
     def start(self):
         pass
@@ -300,7 +301,9 @@ class Target:
         self.sample_rss()
 
     def settle(self):
-        """Returns once data written so far is in the bucket (only rclone uploads after close)."""
+        """Returns once data written so far is in the bucket (only rclone uploads after close), with
+        the time.perf_counter() at which the last upload finished."""
+        return time.perf_counter()
 
     def cold(self):
         self.settle()
@@ -414,20 +417,28 @@ class RcloneTarget(Target):
         self.daemon = Daemon(self.state, cmd, os.path.join(self.work, "rclone.log"), env=env_without_ca())
         self.daemon.wait_mounted(self.root, "fuse.rclone", timeout=30)
 
-    def settle(self, timeout=1800):
+    def settle(self, timeout=1800, quiet=2.0):
+        """Waits until rclone reports no upload queued or in progress and its bucket has seen no
+        PUT/POST/DELETE for `quiet` seconds (a closed file reaches rclone's upload queue only when
+        the kernel's asynchronous FUSE release arrives); returns when the last upload was seen."""
+        start = last = time.perf_counter()
         if not (self.daemon and self.daemon.alive()):
-            return
-        time.sleep(0.2)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+            return start
+        seen = self.uploads_seen()
+        while True:
             req = urllib.request.Request(f"http://127.0.0.1:{self.rc_port}/vfs/stats", data=b"{}",
                                          headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(req, timeout=10) as r:
                 disk = json.load(r).get("diskCache", {})
-            if disk.get("uploadsInProgress", 0) == 0 and disk.get("uploadsQueued", 0) == 0:
-                return
+            now_seen = self.uploads_seen()
+            now = time.perf_counter()
+            if disk.get("uploadsInProgress", 0) or disk.get("uploadsQueued", 0) or now_seen != seen:
+                last, seen = now, now_seen
+            if now - last >= quiet:
+                return last
+            if now - start > timeout:
+                raise RuntimeError("rclone uploads did not finish")
             time.sleep(0.1)
-        raise RuntimeError("rclone uploads did not finish")
 
     def stop(self):
         if self.daemon:
@@ -471,8 +482,7 @@ def seq_write(target, plan):
     t0 = time.perf_counter()
     write_file(path, plan.seq_bytes, random_chunk(MIB, 1))
     t1 = time.perf_counter()
-    target.settle()
-    t2 = time.perf_counter()
+    t2 = max(t1, target.settle())
     mib = plan.seq_bytes / MIB
     return {"write": mib / (t1 - t0), "write_s3": None if target.name == "local" else mib / (t2 - t0)}
 
@@ -864,7 +874,8 @@ def report(runner, plan, targets, info, counter, elapsed):
     out = [f"# Granary vs s3fs vs rclone mount vs local directory ({info['date']}, BENCH_SCALE={plan.scale:g})", "",
            f"One run of `bench/compare.sh` on {info['machine']}; all three FUSE targets on the same embedded "
            f"S3 server (S3Proxy inside the Granary quickstart JVM). Granary {info['commit']}; {info['versions']}. "
-           f"Sizes: {plan.describe()}. Run time {elapsed / 60:.1f} min.", "",
+           f"Sizes: {plan.describe()}. Run time {elapsed / 60:.1f} min."
+           + ("" if len(info["targets"]) == 4 else f" Only these targets were run (BENCH_TARGETS): {', '.join(info['targets'])}."), "",
            "| figure | unit | " + " | ".join(labels[n] for n in names) + " | "
            + " | ".join(f"Granary / {labels[n]}" for n in peers) + " |",
            "|---|---|" + "---:|" * (len(names) + len(peers))]
@@ -881,7 +892,7 @@ def report(runner, plan, targets, info, counter, elapsed):
                    + " |" + " |" * len(peers))
     g = fig["granary"]
     judge = []
-    for row, what in (("noop_cached", "the no-op page-cache ceiling"), ("noop_cold", "the no-op FUSE ceiling without page cache")):
+    for row, what in (("noop_cached", "the no-op ceiling with page cache"), ("noop_again", "the no-op ceiling without page cache (its second read)")):
         if isinstance(g.get("read_warm"), (int, float)) and isinstance(g.get(row), (int, float)):
             judge.append(f"{g['read_warm'] / g[row]:.0%} of {what}")
     if judge:
@@ -934,7 +945,8 @@ def report(runner, plan, targets, info, counter, elapsed):
             "`fsync`/`close`; rclone acknowledges writes from its local cache and uploads afterwards, so this row waits "
             "until rclone reports no upload queued or in progress.",
             "- ³ Peak RSS is VmHWM of the process serving the mount (over its restarts). For Granary that one JVM also runs "
-            "S3Proxy, 3 MDS Raft peers with RocksDB, and 2 OSS with their 512 MiB read caches; s3fs and rclone "
+            "S3Proxy, 3 MDS Raft peers with RocksDB, and 2 OSS with their 512 MiB read caches, with the JVM's default "
+            "heap sizing (up to 1/4 of RAM; no -Xmx); s3fs and rclone "
             "are clients only (their S3 server is that same JVM).",
             "- The FUSE ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros, with the same "
             "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`.",
@@ -1007,6 +1019,9 @@ def main():
     if not 0 < scale <= 10:
         sys.exit(f"compare.py: BENCH_SCALE must be in (0, 10], got {scale}")
     rclone_mode = os.environ.get("RCLONE_VFS_CACHE_MODE", "full")
+    selected = os.environ.get("BENCH_TARGETS", "local,granary,s3fs,rclone").split(",")
+    if not selected or any(n not in ("local", "granary", "s3fs", "rclone") for n in selected):
+        sys.exit(f"compare.py: BENCH_TARGETS is a comma list of local,granary,s3fs,rclone, got {selected}")
     plan = Plan(scale)
     work = os.path.abspath(a.work)
     state = State(work)
@@ -1014,7 +1029,7 @@ def main():
     started = time.time()
     today = datetime.date.today().isoformat()
     commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
-    info = dict(date=today, commit=commit or "?", versions=versions(), rclone_mode=rclone_mode,
+    info = dict(date=today, targets=selected, commit=commit or "?", versions=versions(), rclone_mode=rclone_mode,
                 machine=f"{os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GIB:.0f} GiB, "
                         f"Linux {platform.release()}")
     log(f"BENCH_SCALE={scale:g}: {plan.describe()}")
@@ -1037,8 +1052,14 @@ def main():
         counter = S3Counter(state, s3[0], [t.bucket for t in targets if t.bucket])
         if counter.reason:
             log(f"S3 request counts unavailable: {counter.reason}")
+        for t in targets:
+            if t.bucket and not counter.reason:
+                t.uploads_seen = lambda b=t.bucket: sum(n for (m, bb), n in counter.snapshot().items()
+                                                         if bb == b and m in ("PUT", "POST", "DELETE"))
         runner = Runner(plan, counter, state, a.python, work, info)
         for t in targets:
+            if t.name not in selected:
+                continue
             runner.run(t)
             if t is local:
                 shutil.rmtree(local.root, ignore_errors=True)
@@ -1048,7 +1069,8 @@ def main():
                 os.makedirs(os.path.join(granary.data, "s3", t.bucket), exist_ok=True)
                 shutil.rmtree(os.path.join(work, "rclone-cache"), ignore_errors=True)
         granary.stop()
-        runner.noop_ceiling()
+        if "granary" in selected:
+            runner.noop_ceiling()
         elapsed = time.time() - started
         md = report(runner, plan, targets, info, counter, elapsed)
         os.makedirs(a.results, exist_ok=True)
