@@ -892,11 +892,11 @@ def report(runner, plan, targets, info, counter, elapsed):
                    + " |" + " |" * len(peers))
     g = fig["granary"]
     judge = []
-    for row, what in (("noop_cached", "the no-op ceiling with page cache"), ("noop_again", "the no-op ceiling without page cache (its second read)")):
+    for row, what in (("noop_cached", "the no-op ceiling with page cache"), ("noop_again", "the no-op ceiling without page cache, its second read")):
         if isinstance(g.get("read_warm"), (int, float)) and isinstance(g.get(row), (int, float)):
             judge.append(f"{g['read_warm'] / g[row]:.0%} of {what}")
     if judge:
-        out += ["", f"Granary's warm sequential read is {' and '.join(judge)} (goal: ≥ 80% of the no-op ceiling)."]
+        out += ["", f"Granary's warm sequential read is {' and '.join(judge)}; the goal is ≥ 80% of the no-op ceiling."]
 
     out += ["", "## S3 requests per workload (counted at the S3 server)", ""]
     if counter.reason:
