@@ -1,11 +1,12 @@
 package dev.granary.tools;
 
 import dev.granary.mds.FsException;
+import dev.granary.tools.cli.GetstripeCommand;
 import dev.granary.tools.cli.MdsCommand;
 import dev.granary.tools.cli.MountCommand;
+import dev.granary.tools.cli.NoopFsCommand;
 import dev.granary.tools.cli.OssCommand;
 import dev.granary.tools.cli.QuickstartCommand;
-import dev.granary.tools.cli.GetstripeCommand;
 import dev.granary.tools.cli.SetstripeCommand;
 import dev.granary.tools.cli.StatusCommand;
 import dev.granary.tools.config.ConfigException;
@@ -19,7 +20,8 @@ import picocli.CommandLine.Command;
 @Command(name = "granary", mixinStandardHelpOptions = true, version = "granary 0.1.0",
         description = "Granary: an object-backed parallel filesystem (Raft metadata, S3 data, FUSE client).",
         subcommands = {QuickstartCommand.class, MdsCommand.class, OssCommand.class, MountCommand.class,
-                StatusCommand.class, SetstripeCommand.class, GetstripeCommand.class, CommandLine.HelpCommand.class})
+                StatusCommand.class, SetstripeCommand.class, GetstripeCommand.class, NoopFsCommand.class,
+                CommandLine.HelpCommand.class})
 public final class GranaryCli implements Runnable {
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;

@@ -102,8 +102,11 @@ public final class FuseMount implements AutoCloseable {
         return m;
     }
 
-    /** The FUSE command-line options for {@code config} (pairs of "-o", "name[=value]"). */
-    static List<String> options(ClientConfig config, boolean root, boolean userAllowOther) {
+    /**
+     * The FUSE command-line options for {@code config} (pairs of "-o", "name[=value]"). Public so
+     * that {@code granary noopfs} (the FUSE-ceiling benchmark) mounts with exactly these options.
+     */
+    public static List<String> options(ClientConfig config, boolean root, boolean userAllowOther) {
         double t = config.cacheTimeout().toNanos() / 1e9;
         String timeout = String.format(Locale.ROOT, "%.3f", t);
         List<String> o = new ArrayList<>();

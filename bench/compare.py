@@ -1,0 +1,1098 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark (issue 4): Granary vs s3fs-fuse vs rclone mount vs a local directory.
+
+Run through bench/compare.sh (it installs the tools, builds Granary and cleans up on any exit).
+One run, one embedded S3 server: `granary quickstart` (S3Proxy, 3 MDS, 2 OSS and the FUSE
+mount in one JVM) serves bucket `granary` for Granary, and s3fs and rclone mount their own
+buckets on the same S3Proxy. The local directory is on the same disk.
+
+Every size scales with BENCH_SCALE (default 1.0). The workloads, per target, in this order:
+  write      sequential write of 2 GiB in 1 MiB writes, fsync at the end (like dd conv=fsync)
+  setup      4 files for the parallel readers, 5,000 small files of 100 KiB (8 writer
+             threads, reported), the two AU datasets
+  metadata   create, stat, readdir, unlink of 10,000 empty files (one thread)
+  cold  ->   sequential read (dd bs=1M) cold, then warm (again)
+  cold  ->   4 parallel dd readers on 4 files; fio random 128 KiB reads; small files read with
+             8 threads
+  cold  ->   PyTorch DataLoader over the small files; the MLPerf-Storage-style AU searches
+"cold" = page cache dropped and, for the FUSE targets, the serving process restarted (a cold
+Granary client and OSS cache, a fresh s3fs, rclone with an emptied VFS cache).
+
+Figures go to bench/results/compare-<date>-s<scale>.md (and .png); the Markdown is printed too.
+"""
+import argparse
+import collections
+import concurrent.futures
+import datetime
+import io
+import json
+import multiprocessing
+import os
+import platform
+import queue
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRANARY = os.path.join(ROOT, "granary")
+METHODS = ("GET", "PUT", "HEAD", "POST", "DELETE")
+
+# MLPerf-Storage-style training loops. The "compute time" of a batch is its bytes divided by the
+# rate one simulated accelerator consumes; the rates are chosen for this 2-core machine so that
+# a local disk sustains several accelerators and a FUSE-over-S3 mount one to a few.
+UNET3D = dict(name="unet3d", batch=7, demand=128 * MIB, threads=4, ext=".npz")        # 1.53 s per batch of 7 x 28 MiB
+RETINANET = dict(name="retinanet", batch=24, demand=150 * 320 * KIB, threads=4, ext=".bin")  # 0.16 s per batch of 24
+RETINANET_BYTES = 320 * KIB
+AU_TARGET = 0.90
+AU_MAX_ACCELERATORS = 16
+
+
+class Plan:
+    """Every size of the run, from BENCH_SCALE."""
+
+    def __init__(self, scale):
+        self.scale = scale
+        self.seq_bytes = max(8, round(2048 * scale)) * MIB           # 2 GiB
+        self.par_bytes = max(2, round(512 * scale)) * MIB            # each of the 4 parallel files
+        self.small_count = max(40, round(5000 * scale))              # 100 KiB files
+        self.small_bytes = 100 * KIB
+        self.meta_count = max(100, round(10000 * scale))
+        self.unet_count = max(14, round(56 * scale))
+        self.unet_bytes = (28 if scale >= 0.25 else max(1, round(112 * scale))) * MIB
+        self.retina_count = max(48, round(2400 * scale))
+        self.retina_bytes = 320 * KIB
+        self.au_steps = max(5, round(8 * scale))                     # batches per accelerator, first one warms up
+        self.noop_bytes = max(256 * MIB, self.seq_bytes)
+        self.timeout = 600 + 3600 * scale                            # any one step, seconds
+
+    def describe(self):
+        return (f"sequential file {self.seq_bytes // MIB} MiB; 4 x {self.par_bytes // MIB} MiB for the parallel readers; "
+                f"{self.small_count} x 100 KiB small files; {self.meta_count} files for metadata; "
+                f"unet3d-like {self.unet_count} x {self.unet_bytes // MIB} MiB .npz; retinanet-like {self.retina_count} x 320 KiB; "
+                f"{self.au_steps} batches per simulated accelerator")
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes, mounts and caches. Everything started is recorded in the state folder so that
+# compare.sh's trap can stop it even if this script dies.
+
+class State:
+    """The pids and mount points that compare.sh's exit trap must clean up."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.pids, self.mounts = set(), set()
+
+    def _write(self, name, items):
+        tmp = os.path.join(self.folder, name + ".tmp")
+        with open(tmp, "w") as f:
+            f.writelines(f"{x}\n" for x in sorted(items))
+        os.replace(tmp, os.path.join(self.folder, name))
+
+    def add_pid(self, pid):
+        self.pids.add(pid)
+        self._write("pids", self.pids)
+
+    def drop_pid(self, pid):
+        self.pids.discard(pid)
+        self._write("pids", self.pids)
+
+    def add_mount(self, path):
+        self.mounts.add(path)
+        self._write("mounts", self.mounts)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def drop_caches():
+    """Writes dirty pages and drops the page cache, dentries and inodes."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def mount_type(path):
+    """The filesystem type mounted exactly at path (topmost), or None."""
+    found = None
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            mp = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+            if mp == path:
+                found = fields[2]
+    return found
+
+
+def unmount(path):
+    if mount_type(path):
+        subprocess.run(["fusermount", "-u", "-z", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def check_unmounted(path):
+    """Raises when something is still mounted at path (a new mount would hide behind or over it)."""
+    if mount_type(path):
+        raise RuntimeError(f"{path} is still mounted ({mount_type(path)})")
+
+
+def peak_rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def env_without_ca():
+    """The environment without AWS_CA_BUNDLE: rclone refuses to start with it against plain HTTP."""
+    env = dict(os.environ)
+    env.pop("AWS_CA_BUNDLE", None)
+    return env
+
+
+def free_port_block(ports_from_base):
+    """A base port (27000, 27200, ...) whose derived ports are all free on 127.0.0.1."""
+    for base in range(27000, 40000, 200):
+        ok = True
+        for p in ports_from_base(base):
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free block of ports between 27000 and 40000")
+
+
+class Daemon:
+    """A background process (own session) with its log file, stopped by SIGTERM then SIGKILL."""
+
+    def __init__(self, state, cmd, logpath, env=None):
+        self.state, self.logpath = state, logpath
+        self.logfile = open(logpath, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self.logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+        state.add_pid(self.proc.pid)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log_tail(self, n=15):
+        try:
+            with open(self.logpath, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def wait_mounted(self, path, fstype, timeout=180):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            t = mount_type(path)
+            if t and t.startswith(fstype):
+                return
+            if not self.alive():
+                raise RuntimeError(f"{path}: process exited ({self.proc.returncode}) before mounting:\n{self.log_tail()}")
+            time.sleep(0.1)
+        raise RuntimeError(f"{path}: not mounted within {timeout} s:\n{self.log_tail()}")
+
+    def stop(self, timeout=60, signum=signal.SIGTERM):
+        if self.alive():
+            self.proc.send_signal(signum)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.state.drop_pid(self.proc.pid)
+        self.logfile.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting S3 requests at the server: an iptables chain on the loopback traffic to S3Proxy's
+# port, one rule per (method, bucket) matching the request line "GET /bucket" near the start
+# of a packet (path-style requests). Cheap (in the kernel), and the same for every client.
+
+class S3Counter:
+    """Per-bucket S3 request counts seen on the way to the S3 port, or unavailable (with why)."""
+
+    def __init__(self, state, port, buckets):
+        self.port, self.buckets = port, buckets
+        self.chain = f"GRBENCH{os.getpid()}"
+        self.reason = None
+        try:
+            self._ipt("-N", self.chain)
+            with open(os.path.join(state.folder, "iptables"), "w") as f:
+                f.write(f"{self.chain} {port}\n")
+            self._ipt("-I", "OUTPUT", "-o", "lo", "-p", "tcp", "--dport", str(port), "-j", self.chain)
+            for m in METHODS:
+                for b in buckets:
+                    self._ipt("-A", self.chain, "-m", "string", "--algo", "bm", "--to", "160",
+                              "--string", f"{m} /{b}", "-m", "comment", "--comment", f"{m} {b}")
+        except (OSError, subprocess.CalledProcessError) as e:
+            self.reason = f"iptables string match unavailable ({e})"
+
+    @staticmethod
+    def _ipt(*args):
+        return subprocess.run(["iptables", "-w", *args], check=True, capture_output=True, text=True).stdout
+
+    def snapshot(self):
+        """{(method, bucket): packets} so far, or None when counting is unavailable."""
+        if self.reason:
+            return None
+        out = self._ipt("-L", self.chain, "-v", "-n", "-x")
+        counts = {}
+        for line in out.splitlines():
+            m = re.match(r"\s*(\d+)\s+\d+.*/\* (\w+) (\S+) \*/", line)
+            if m:
+                counts[(m.group(2), m.group(3))] = int(m.group(1))
+        return counts
+
+    def close(self):
+        if self.reason:
+            return
+        for args in (("-D", "OUTPUT", "-o", "lo", "-p", "tcp", "--dport", str(self.port), "-j", self.chain),
+                     ("-F", self.chain), ("-X", self.chain)):
+            try:
+                self._ipt(*args)
+            except subprocess.CalledProcessError:
+                pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The four targets.
+
+class Target:
+    """A place to run the workloads: its folder, bucket, serving process, and how to make it cold."""
+    name = label = ""
+    bucket = None
+    daemon = None
+
+    def __init__(self, work, state):
+        self.work, self.state = work, state
+        self.peak_rss = 0
+        self.root = None
+        self.uploads_seen = lambda: 0  # S3 PUT/POST/DELETE requests to this target's bucket so far
+
+    def start(self):
+        pass
+
+    def stop(self):
+        self.sample_rss()
+
+    def settle(self):
+        """Returns once data written so far is in the bucket (only rclone uploads after close), with
+        the time.perf_counter() at which the last upload finished."""
+        return time.perf_counter()
+
+    def cold(self):
+        self.settle()
+        self.stop()
+        drop_caches()
+        self.start()
+        drop_caches()
+
+    def sample_rss(self):
+        if self.daemon and self.daemon.alive():
+            self.peak_rss = max(self.peak_rss, peak_rss_kib(self.daemon.pid))
+
+
+class LocalTarget(Target):
+    name, label = "local", "local dir"
+
+    def __init__(self, work, state):
+        super().__init__(work, state)
+        self.root = os.path.join(work, "local")
+
+    def start(self):
+        os.makedirs(self.root, exist_ok=True)
+
+    def cold(self):
+        drop_caches()
+
+
+class GranaryTarget(Target):
+    """`granary quickstart --dataset none`: S3Proxy, 3 MDS, 2 OSS and the FUSE mount in one JVM."""
+    name, label, bucket = "granary", "Granary", "granary"
+
+    def __init__(self, work, state, base_port):
+        super().__init__(work, state)
+        self.data = os.path.join(work, "granary-data")
+        self.root = os.path.join(work, "granary-mnt")
+        self.base_port = base_port
+        os.makedirs(self.root, exist_ok=True)
+        state.add_mount(self.root)
+
+    def start(self):
+        if self.daemon and self.daemon.alive():
+            return  # already serving (it is started first: its S3 server is everyone's)
+        check_unmounted(self.root)
+        self.daemon = Daemon(self.state, [GRANARY, "quickstart", "--dataset", "none", "--data", self.data,
+                                          "--mount", self.root, "--base-port", str(self.base_port)],
+                             os.path.join(self.work, "granary.log"))
+        self.daemon.wait_mounted(self.root, "fuse.granary")
+
+    def stop(self):
+        if self.daemon:
+            self.sample_rss()
+            self.daemon.stop(timeout=90)
+            unmount(self.root)
+
+    def s3_config(self):
+        """(port, access key, secret key) of the embedded S3 server, from the generated config."""
+        text = open(os.path.join(self.data, "granary.yaml")).read()
+        get = lambda k: re.search(rf'^\s*{k}:\s*"?([^"\n]+)"?', text, re.M).group(1)
+        return int(get("embedded_port")), get("access_key"), get("secret_key")
+
+
+class S3fsTarget(Target):
+    name, label, bucket = "s3fs", "s3fs", "bench-s3fs"
+
+    def __init__(self, work, state, s3):
+        super().__init__(work, state)
+        self.port, key, secret = s3
+        self.root = os.path.join(work, "s3fs-mnt")
+        self.passwd = os.path.join(work, "s3fs.passwd")
+        with open(self.passwd, "w") as f:
+            f.write(f"{key}:{secret}\n")
+        os.chmod(self.passwd, 0o600)
+        os.makedirs(self.root, exist_ok=True)
+        state.add_mount(self.root)
+
+    def start(self):
+        check_unmounted(self.root)
+        opts = f"passwd_file={self.passwd},use_path_request_style,url=http://127.0.0.1:{self.port},allow_other"
+        self.daemon = Daemon(self.state, ["s3fs", self.bucket, self.root, "-f", "-o", opts],
+                             os.path.join(self.work, "s3fs.log"), env=env_without_ca())
+        self.daemon.wait_mounted(self.root, "fuse.s3fs", timeout=30)
+
+    def stop(self):
+        if self.daemon:
+            self.sample_rss()
+            unmount(self.root)
+            self.daemon.stop(timeout=30)
+
+
+class RcloneTarget(Target):
+    name, label, bucket = "rclone", "rclone mount", "bench-rclone"
+
+    def __init__(self, work, state, s3, rc_port, cache_mode):
+        super().__init__(work, state)
+        self.port, key, secret = s3
+        self.rc_port, self.cache_mode = rc_port, cache_mode
+        self.root = os.path.join(work, "rclone-mnt")
+        self.cache = os.path.join(work, "rclone-cache")
+        self.config = os.path.join(work, "rclone.conf")
+        with open(self.config, "w") as f:
+            f.write(f"[s3]\ntype = s3\nprovider = Other\naccess_key_id = {key}\nsecret_access_key = {secret}\n"
+                    f"endpoint = http://127.0.0.1:{self.port}\nregion = us-east-1\nforce_path_style = true\n")
+        os.makedirs(self.root, exist_ok=True)
+        state.add_mount(self.root)
+
+    def start(self):
+        check_unmounted(self.root)
+        cmd = ["rclone", "mount", f"s3:{self.bucket}", self.root, "--config", self.config,
+               "--vfs-cache-mode", self.cache_mode, "--vfs-write-back", "0s", "--cache-dir", self.cache,
+               "--allow-other", "--rc", "--rc-addr", f"127.0.0.1:{self.rc_port}", "--rc-no-auth"]
+        self.daemon = Daemon(self.state, cmd, os.path.join(self.work, "rclone.log"), env=env_without_ca())
+        self.daemon.wait_mounted(self.root, "fuse.rclone", timeout=30)
+
+    def settle(self, timeout=1800, quiet=2.0):
+        """Waits until rclone reports no upload queued or in progress and its bucket has seen no
+        PUT/POST/DELETE for `quiet` seconds (a closed file reaches rclone's upload queue only when
+        the kernel's asynchronous FUSE release arrives); returns when the last upload was seen."""
+        start = last = time.perf_counter()
+        if not (self.daemon and self.daemon.alive()):
+            return start
+        seen = self.uploads_seen()
+        while True:
+            req = urllib.request.Request(f"http://127.0.0.1:{self.rc_port}/vfs/stats", data=b"{}",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                disk = json.load(r).get("diskCache", {})
+            now_seen = self.uploads_seen()
+            now = time.perf_counter()
+            if disk.get("uploadsInProgress", 0) or disk.get("uploadsQueued", 0) or now_seen != seen:
+                last, seen = now, now_seen
+            if now - last >= quiet:
+                return last
+            if now - start > timeout:
+                raise RuntimeError("rclone uploads did not finish")
+            time.sleep(0.1)
+
+    def stop(self):
+        if self.daemon:
+            self.sample_rss()
+            unmount(self.root)
+            self.daemon.stop(timeout=60)
+
+    def cold(self):
+        self.settle()
+        self.stop()
+        shutil.rmtree(self.cache, ignore_errors=True)
+        drop_caches()
+        self.start()
+        drop_caches()
+
+
+# ---------------------------------------------------------------------------------------------
+# The workloads. Each returns {row: value}; a raised exception marks its rows "fails".
+
+def random_chunk(n, seed):
+    return bytearray(random.Random(seed).randbytes(n))
+
+
+def write_file(path, size, chunk, fsync=True):
+    """Writes size bytes in len(chunk) writes (each chunk stamped with its index), then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        done, i = 0, 0
+        while done < size:
+            struct.pack_into("<Q", chunk, 0, i)
+            n = os.write(fd, memoryview(chunk)[:min(len(chunk), size - done)])
+            done, i = done + n, i + 1
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def seq_write(target, plan):
+    path = os.path.join(target.root, "seq.dat")
+    t0 = time.perf_counter()
+    write_file(path, plan.seq_bytes, random_chunk(MIB, 1))
+    t1 = time.perf_counter()
+    t2 = max(t1, target.settle())
+    mib = plan.seq_bytes / MIB
+    return {"write": mib / (t1 - t0), "write_s3": None if target.name == "local" else mib / (t2 - t0)}
+
+
+def write_many(paths, size, chunk, threads):
+    """Writes one file per path (whole, no fsync) with a pool of threads; returns files/s."""
+    def one(i_path):
+        i, p = i_path
+        buf = bytearray(chunk[:size])
+        struct.pack_into("<Q", buf, 0, i)
+        with open(p, "wb") as f:
+            f.write(buf)
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, enumerate(paths)))
+    return len(paths) / (time.perf_counter() - t0)
+
+
+def npz_sample(nbytes):
+    import numpy as np
+    buf = io.BytesIO()
+    np.savez(buf, x=np.random.default_rng(7).standard_normal(nbytes // 4, dtype=np.float32))
+    return bytearray(buf.getvalue())
+
+
+def setup_files(target, plan):
+    """The files the read workloads need; reports the small-file write rate."""
+    r = target.root
+    chunk = random_chunk(MIB, 2)
+    for i in range(4):
+        write_file(os.path.join(r, f"par{i}.dat"), plan.par_bytes, chunk, fsync=False)
+    os.makedirs(os.path.join(r, "small"))
+    small = [os.path.join(r, "small", f"f{i:06d}") for i in range(plan.small_count)]
+    rate = write_many(small, plan.small_bytes, random_chunk(plan.small_bytes, 3), 8)
+    for spec, count, data in ((UNET3D, plan.unet_count, npz_sample(plan.unet_bytes)),
+                              (RETINANET, plan.retina_count, random_chunk(plan.retina_bytes, 4))):
+        d = os.path.join(r, spec["name"])
+        os.makedirs(d)
+        write_many([os.path.join(d, f"s{i:05d}{spec['ext']}") for i in range(count)], len(data), data, 4)
+    return {"small_write": rate}
+
+
+def metadata(target, plan, phase):
+    """One metadata phase over plan.meta_count empty files in meta/: create, stat, readdir, unlink."""
+    d = os.path.join(target.root, "meta")
+    names = [os.path.join(d, f"m{i:06d}") for i in range(plan.meta_count)]
+    if phase == "create":
+        os.mkdir(d)
+    t0 = time.perf_counter()
+    if phase == "create":
+        for p in names:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        n = len(names)
+    elif phase == "stat":
+        for p in names:
+            os.stat(p)
+        n = len(names)
+    elif phase == "readdir":
+        n = len(os.listdir(d))
+        if n != len(names):
+            raise RuntimeError(f"readdir listed {n} of {len(names)} files")
+    else:
+        for p in names:
+            os.unlink(p)
+        n = len(names)
+    rate = n / (time.perf_counter() - t0)
+    if phase == "unlink":
+        os.rmdir(d)
+    return {f"meta_{phase}": rate}
+
+
+def dd_read(path, timeout):
+    """Reads path with dd bs=1M; returns MiB/s."""
+    size = os.path.getsize(path)
+    t0 = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], check=True, capture_output=True, timeout=timeout)
+    return size / MIB / (time.perf_counter() - t0)
+
+
+def seq_read(target, plan, which):
+    return {f"read_{which}": dd_read(os.path.join(target.root, "seq.dat"), plan.timeout)}
+
+
+def parallel_read(target, plan):
+    paths = [os.path.join(target.root, f"par{i}.dat") for i in range(4)]
+    total = sum(os.path.getsize(p) for p in paths)
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(["dd", f"if={p}", "of=/dev/null", "bs=1M"], stderr=subprocess.PIPE) for p in paths]
+    for p in procs:
+        _, err = p.communicate(timeout=plan.timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"dd failed: {err.decode(errors='replace').strip()}")
+    return {"par4": total / MIB / (time.perf_counter() - t0)}
+
+
+def random_read(target, plan, work):
+    """fio randread, 128 KiB, 4 jobs each over its own quarter of the sequential file (no repeats)."""
+    path = os.path.join(target.root, "seq.dat")
+    region = (os.path.getsize(path) // 4) // (128 * KIB) * (128 * KIB)
+    out = os.path.join(work, f"fio-{target.name}.json")
+    cmd = ["fio", "--name=randread", f"--filename={path}", "--rw=randread", "--bs=128k", "--ioengine=psync",
+           "--numjobs=4", f"--size={region}", f"--offset_increment={region}", f"--io_size={max(region // 2, 128 * KIB)}",
+           f"--runtime={max(5, round(60 * plan.scale))}", "--group_reporting", "--output-format=json", f"--output={out}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"fio: {(p.stderr or p.stdout).strip()[-300:]}")
+    job = json.load(open(out))["jobs"][0]
+    if job.get("error"):
+        raise RuntimeError(f"fio error {job['error']}")
+    return {"rand_iops": job["read"]["iops"], "rand_mib": job["read"]["bw_bytes"] / MIB}
+
+
+def small_read(target, plan):
+    d = os.path.join(target.root, "small")
+    paths = [os.path.join(d, n) for n in sorted(os.listdir(d))]
+
+    def one(p):
+        with open(p, "rb") as f:
+            return len(f.read())
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = sum(pool.map(one, paths))
+    if got != len(paths) * plan.small_bytes:
+        raise RuntimeError(f"small files: read {got} bytes, expected {len(paths) * plan.small_bytes}")
+    return {"small_read": len(paths) / (time.perf_counter() - t0)}
+
+
+def dataloader(target, plan, python, info):
+    p = subprocess.run([python, os.path.join(ROOT, "bench", "compare_loader.py"), os.path.join(target.root, "small"),
+                        "--workers", "4"], capture_output=True, text=True, timeout=plan.timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"DataLoader: {p.stderr.strip()[-300:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    info["torch"] = r["torch"]
+    return {"loader": r["samples_per_s"]}
+
+
+# MLPerf-Storage-style accelerator utilisation.
+
+def read_sample(path):
+    """Reads one sample whole (no decoding), then drops it from the page cache (a dataset far
+    larger than RAM, as MLPerf Storage requires, never comes from the page cache)."""
+    with open(path, "rb") as f:
+        n = len(f.read())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return n
+
+
+def accelerator(files, spec, compute_s, steps, seed, results):
+    """One simulated accelerator: reader threads prefetch up to 2 batches while the loop 'computes'
+    (sleeps compute_s) per batch. AU = compute time / wall time, timed from the first batch."""
+    rng = random.Random(seed)
+    order = files[:]
+    rng.shuffle(order)
+    batches = queue.Queue(maxsize=2)
+    pool = concurrent.futures.ThreadPoolExecutor(spec["threads"])
+
+    def loader():
+        try:
+            for s in range(steps):
+                names = [order[(s * spec["batch"] + j) % len(order)] for j in range(spec["batch"])]
+                batches.put(sum(pool.map(read_sample, names)))
+        except Exception as e:  # reported by the training loop
+            batches.put(e)
+    threading.Thread(target=loader, daemon=True).start()
+    t_first = None
+    try:
+        for _ in range(steps):
+            b = batches.get()
+            if isinstance(b, Exception):
+                raise b
+            if t_first is None:
+                t_first = time.perf_counter()
+            time.sleep(compute_s)
+        results.put(("ok", steps * compute_s / (time.perf_counter() - t_first)))
+    except Exception as e:
+        results.put(("error", repr(e)))
+    finally:
+        pool.shutdown(wait=False)
+
+
+def au_run(files, spec, compute_s, steps, n, timeout):
+    """Mean AU of n accelerators running together (separate processes)."""
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=accelerator, args=(files, spec, compute_s, steps, 1000 * n + i, results)) for i in range(n)]
+    for p in procs:
+        p.start()
+    got = []
+    try:
+        for _ in procs:
+            got.append(results.get(timeout=timeout))
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+    errors = [m for kind, m in got if kind == "error"]
+    if errors:
+        raise RuntimeError(errors[0])
+    return sum(au for _, au in got) / n
+
+
+def au_search(target, plan, spec, nbytes):
+    """Most accelerators with AU >= 90% among 1, 2, 4, 8, 16 (page cache dropped before each N)."""
+    d = os.path.join(target.root, spec["name"])
+    files = [os.path.join(d, n) for n in sorted(os.listdir(d))]
+    compute_s = spec["batch"] * nbytes / spec["demand"]
+    best, trail, n = 0, [], 1
+    while n <= AU_MAX_ACCELERATORS:
+        drop_caches()
+        au = au_run(files, spec, compute_s, plan.au_steps, n, plan.timeout)
+        trail.append(f"{n}: {au:.0%}")
+        log(f"  {target.name} AU {spec['name']} with {n} accelerators: {au:.1%}")
+        if au < AU_TARGET:
+            break
+        best, n = n, n * 2
+    capped = best == AU_MAX_ACCELERATORS
+    return {f"au_{spec['name']}": best, f"au_{spec['name']}_trail": ("≥" if capped else "") + f"{best} ({', '.join(trail)})"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a target, the no-op FUSE ceiling, and the report.
+
+ROWS = [  # id, label, unit
+    ("write", "sequential write {seq}, 1 MiB writes + fsync", "MiB/s"),
+    ("write_s3", "sequential write, until the data is in the bucket ¹", "MiB/s"),
+    ("read_cold", "sequential read, cold (dd bs=1M)", "MiB/s"),
+    ("read_warm", "sequential read, warm (read again)", "MiB/s"),
+    ("par4", "4 parallel readers on 4 files, cold", "MiB/s"),
+    ("rand_iops", "random 128 KiB reads (fio, 4 jobs), cold", "IOPS"),
+    ("rand_mib", "random 128 KiB reads, cold", "MiB/s"),
+    ("small_write", "small files written ({small} x 100 KiB, 8 threads)", "files/s"),
+    ("small_read", "small files read ({small} x 100 KiB, 8 threads), cold", "files/s"),
+    ("meta_create", "metadata: create ({meta} empty files, 1 thread)", "ops/s"),
+    ("meta_stat", "metadata: stat", "ops/s"),
+    ("meta_readdir", "metadata: readdir", "entries/s"),
+    ("meta_unlink", "metadata: unlink", "ops/s"),
+    ("loader", "PyTorch DataLoader over the small files (4 workers), cold", "samples/s"),
+    ("au_unet3d", "AU ≥ 90%: unet3d-like (batch 7 x {unet} MiB .npz) ²", "accelerators"),
+    ("au_retinanet", "AU ≥ 90%: retinanet-like (batch 24 x 320 KiB) ²", "accelerators"),
+    ("rss", "peak RSS of the process serving the mount ³", "MiB"),
+]
+NOOP_ROWS = [
+    ("noop_cold", "FUSE ceiling: no-op jnr-fuse fs, Granary's options, dd read cold", "MiB/s"),
+    ("noop_again", "FUSE ceiling: same, read again (Granary's options keep no page cache)", "MiB/s"),
+    ("noop_cached", "FUSE ceiling: no-op fs with -o kernel_cache, read again (page cache)", "MiB/s"),
+]
+REQUEST_WORKLOADS = [
+    ("write", "sequential write (until in the bucket)"), ("setup", "setup: parallel-read files, small files, AU datasets"),
+    ("meta_create", "metadata create"), ("meta_stat", "metadata stat"), ("meta_readdir", "metadata readdir"),
+    ("meta_unlink", "metadata unlink"), ("read_cold", "sequential read cold"), ("read_warm", "sequential read warm"),
+    ("par4", "4 parallel readers"), ("rand", "random 128 KiB reads"), ("small_read", "small files read"),
+    ("loader", "DataLoader"), ("au_unet3d", "AU search unet3d"), ("au_retinanet", "AU search retinanet"),
+]
+
+
+class Runner:
+    """Runs the workloads on one target, recording figures, failures and S3 requests."""
+
+    def __init__(self, plan, counter, state, python, work, info):
+        self.plan, self.counter, self.state = plan, counter, state
+        self.python, self.work, self.info = python, work, info
+        self.figures = collections.defaultdict(dict)    # target -> row -> value ("fails" or number)
+        self.requests = collections.defaultdict(dict)   # target -> workload -> {method: n}
+        self.failures = []
+
+    def step(self, t, workload, rows, fn):
+        before = self.counter.snapshot() if t.bucket else None
+        try:
+            self.figures[t.name].update(fn())
+        except Exception as e:
+            msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            log(f"  {t.name}: {workload} FAILED: {msg}")
+            self.failures.append(f"{t.label}, {workload}: {msg}")
+            for r in rows:
+                self.figures[t.name][r] = "fails"
+        try:
+            t.settle()
+        except Exception as e:
+            self.failures.append(f"{t.label}, {workload}: uploads did not settle: {e}")
+        if before is not None:
+            after = self.counter.snapshot()
+            self.requests[t.name][workload] = {m: after.get((m, t.bucket), 0) - before.get((m, t.bucket), 0) for m in METHODS}
+        shown = {r: self.figures[t.name].get(r) for r in rows}
+        log(f"  {t.name}: {workload}: " + ", ".join(f"{k}={fmt(v)}" for k, v in shown.items()))
+
+    def run(self, t):
+        """All workloads on t, in order; a start or restart that fails marks the rest "fails"."""
+        try:
+            self._run(t)
+        except Exception as e:
+            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            log(f"  {t.name}: ABORTED: {msg}")
+            self.failures.append(f"{t.label}: aborted: {msg}")
+            for r, _, _ in ROWS:
+                self.figures[t.name].setdefault(r, "fails")
+        t.sample_rss()
+        self.figures[t.name]["rss"] = t.peak_rss / KIB if t.peak_rss else None
+
+    def _run(self, t):
+        p, w = self.plan, self.work
+        log(f"== {t.label} at {t.root}")
+        t.start()
+        self.step(t, "write", ["write", "write_s3"], lambda: seq_write(t, p))
+        self.step(t, "setup", ["small_write"], lambda: setup_files(t, p))
+        for phase in ("create", "stat", "readdir", "unlink"):
+            drop_caches()
+            self.step(t, f"meta_{phase}", [f"meta_{phase}"], lambda: metadata(t, p, phase))
+        self.cold(t)
+        self.step(t, "read_cold", ["read_cold"], lambda: seq_read(t, p, "cold"))
+        self.step(t, "read_warm", ["read_warm"], lambda: seq_read(t, p, "warm"))
+        self.cold(t)
+        self.step(t, "par4", ["par4"], lambda: parallel_read(t, p))
+        self.step(t, "rand", ["rand_iops", "rand_mib"], lambda: random_read(t, p, w))
+        self.step(t, "small_read", ["small_read"], lambda: small_read(t, p))
+        self.cold(t)
+        self.step(t, "loader", ["loader"], lambda: dataloader(t, p, self.python, self.info))
+        self.step(t, "au_unet3d", ["au_unet3d"], lambda: au_search(t, p, UNET3D, p.unet_bytes))
+        self.step(t, "au_retinanet", ["au_retinanet"], lambda: au_search(t, p, RETINANET, p.retina_bytes))
+
+    def cold(self, t):
+        log(f"  {t.name}: making it cold (drop caches{', restart' if t.daemon else ''})")
+        t0 = time.perf_counter()
+        t.cold()
+        log(f"  {t.name}: cold in {time.perf_counter() - t0:.1f} s")
+
+    def noop_ceiling(self):
+        """dd read of a no-op jnr-fuse filesystem (granary noopfs) mounted with Granary's options."""
+        mnt = os.path.join(self.work, "noop-mnt")
+        os.makedirs(mnt, exist_ok=True)
+        state = self.state
+        state.add_mount(mnt)
+        f = os.path.join(mnt, "zeros")
+        figs = self.figures["granary"]
+        for extra, rows in (([], ("noop_cold", "noop_again")), (["--kernel-cache"], (None, "noop_cached"))):
+            try:
+                d = Daemon(state, [GRANARY, "noopfs", mnt, "--size", f"{self.plan.noop_bytes // MIB}m", *extra],
+                           os.path.join(self.work, "noopfs.log"))
+                try:
+                    d.wait_mounted(mnt, "fuse.granary-noop", timeout=60)
+                    drop_caches()
+                    first = dd_read(f, self.plan.timeout)
+                    second = dd_read(f, self.plan.timeout)
+                finally:
+                    d.stop(timeout=30)
+                    unmount(mnt)
+                if rows[0]:
+                    figs[rows[0]] = first
+                figs[rows[1]] = second
+            except Exception as e:
+                self.failures.append(f"no-op FUSE ceiling: {e}")
+                for r in rows:
+                    if r:
+                        figs[r] = "fails"
+        log("  noop: " + ", ".join(f"{r}={fmt(figs.get(r))}" for r, _, _ in NOOP_ROWS))
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return f"{v:,}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def ratio(a, b):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+        return f"{a / b:.2f}"
+    if a == "fails" or b == "fails":
+        return "–"
+    return "n/a"
+
+
+def report(runner, plan, targets, info, counter, elapsed):
+    """The Markdown report: figures, ratios, S3 requests, notes."""
+    names = [t.name for t in targets]
+    labels = {t.name: t.label for t in targets}
+    peers = [n for n in names if n != "granary"]
+    fig = runner.figures
+    subst = dict(seq=f"{plan.seq_bytes // MIB} MiB", small=f"{plan.small_count:,}", meta=f"{plan.meta_count:,}",
+                 unet=plan.unet_bytes // MIB)
+    out = [f"# Granary vs s3fs vs rclone mount vs local directory ({info['date']}, BENCH_SCALE={plan.scale:g})", "",
+           f"One run of `bench/compare.sh` on {info['machine']}; all three FUSE targets on the same embedded "
+           f"S3 server (S3Proxy inside the Granary quickstart JVM). Granary {info['commit']}; {info['versions']}. "
+           f"Sizes: {plan.describe()}. Run time {elapsed / 60:.1f} min."
+           + ("" if len(info["targets"]) == 4 else f" Only these targets were run (BENCH_TARGETS): {', '.join(info['targets'])}."), "",
+           "| figure | unit | " + " | ".join(labels[n] for n in names) + " | "
+           + " | ".join(f"Granary / {labels[n]}" for n in peers) + " |",
+           "|---|---|" + "---:|" * (len(names) + len(peers))]
+    for row, label, unit in ROWS:
+        vals = {n: fig[n].get(row) for n in names}
+        if row.startswith("au_"):
+            cells = [fig[n].get(row + "_trail", fmt(vals[n])) if vals[n] != "fails" else "fails" for n in names]
+        else:
+            cells = [fmt(vals[n]) for n in names]
+        out.append(f"| {label.format(**subst)} | {unit} | " + " | ".join(cells) + " | "
+                   + " | ".join(ratio(vals["granary"], vals[p]) for p in peers) + " |")
+    for row, label, unit in NOOP_ROWS:
+        out.append(f"| {label} | {unit} | " + " | ".join(fmt(fig["granary"].get(row)) if n == "granary" else "" for n in names)
+                   + " |" + " |" * len(peers))
+    g = fig["granary"]
+    judge = []
+    for row, what in (("noop_cached", "the no-op ceiling with page cache"), ("noop_again", "the no-op ceiling without page cache, its second read")):
+        if isinstance(g.get("read_warm"), (int, float)) and isinstance(g.get(row), (int, float)):
+            judge.append(f"{g['read_warm'] / g[row]:.0%} of {what}")
+    if judge:
+        out += ["", f"Granary's warm sequential read is {' and '.join(judge)}; the goal is ≥ 80% of the no-op ceiling."]
+
+    out += ["", "## S3 requests per workload (counted at the S3 server)", ""]
+    if counter.reason:
+        out.append(f"n/a: {counter.reason}.")
+    else:
+        s3names = [n for n in names if n != "local"]
+        out += ["| workload | " + " | ".join(f"{labels[n]} (GET/PUT/HEAD/POST/DELETE)" for n in s3names) + " |",
+                "|---|" + "---:|" * len(s3names)]
+        for w, label in REQUEST_WORKLOADS:
+            cells = []
+            for n in s3names:
+                r = runner.requests[n].get(w)
+                cells.append("n/a" if r is None else f"{sum(r.values()):,} ({'/'.join(str(r[m]) for m in METHODS)})")
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        out += ["", "Counted in the kernel: an iptables rule per (method, bucket) on loopback packets to S3Proxy's port "
+                "that start an HTTP request line `METHOD /bucket` (path-style). Each FUSE target has its own bucket, so "
+                "the counts are per target; requests a workload causes after it returns (rclone's uploads) are waited for "
+                "and counted in it. The local directory issues none."]
+
+    out += ["", "## How it was measured", "",
+            "- **cold**: `sync; echo 3 > /proc/sys/vm/drop_caches` and, for the FUSE targets, the serving process "
+            "restarted: Granary's quickstart restarted on the same data folder (cold client and OSS caches), s3fs "
+            "remounted, rclone remounted with its VFS cache folder emptied. Cold points: before the sequential read; "
+            "before the parallel, random and small-file reads (each reads files not read since); before the DataLoader "
+            "and the AU searches. **warm**: the same file read again right after.",
+            f"- **rclone mount** runs with `--vfs-cache-mode {info['rclone_mode']} --vfs-write-back 0s` "
+            "(without a write cache it refuses read-write opens; `full` also caches what it reads, on disk). "
+            "**s3fs** runs with `-o use_path_request_style,url=http://127.0.0.1:PORT,allow_other` and its defaults otherwise.",
+            "- Sequential write: a 1 MiB random buffer written in 1 MiB `write()`s, then `fsync` (as `dd bs=1M conv=fsync`). "
+            "Random reads: `fio --rw=randread --bs=128k --ioengine=psync --numjobs=4`, each job over its own quarter of the "
+            "sequential file, half of it, no block twice. Metadata: one thread, page cache (dentries, inodes) dropped "
+            "before each of the four phases; readdir is one `os.listdir` of the whole folder.",
+            f"- ² **AU** (MLPerf Storage style): each simulated accelerator is a process whose {UNET3D['threads']} reader threads "
+            "read whole samples (then `POSIX_FADV_DONTNEED`, so nothing is served from the page cache, as with a dataset "
+            "far larger than RAM) and prefetch up to 2 batches while the training loop sleeps a fixed compute time per batch. "
+            f"Compute time per batch = batch bytes / per-accelerator demand: unet3d-like {UNET3D['demand'] / MIB:.0f} MiB/s "
+            f"({UNET3D['batch']} x {plan.unet_bytes // MIB} MiB → {UNET3D['batch'] * plan.unet_bytes / UNET3D['demand']:.2f} s), "
+            f"retinanet-like {RETINANET['demand'] / RETINANET_BYTES:.0f} samples/s "
+            f"({RETINANET['batch']} x 320 KiB → {RETINANET['batch'] * plan.retina_bytes / RETINANET['demand']:.2f} s), chosen so that "
+            f"on this 2-core machine a local disk sustains several accelerators. Each runs {plan.au_steps} batches; "
+            "AU = compute time / wall time, timed from its first batch (the first load is warm-up); the figure is the mean over "
+            f"the accelerators. N = 1, 2, 4, 8, 16 in turn (page cache dropped before each), stopping at the first N with AU < 90%; "
+            "the table gives the largest N that held, then the AU of each N tried. The daemons' own caches (Granary's OSS cache, "
+            "rclone's VFS cache) stay warm between N.",
+            "- ¹ Granary's `fsync` returns once the data is in S3 and committed on a Raft majority, s3fs uploads on "
+            "`fsync`/`close`; rclone acknowledges writes from its local cache and uploads afterwards, so this row waits "
+            "until rclone reports no upload queued or in progress.",
+            "- ³ Peak RSS is VmHWM of the process serving the mount (over its restarts). For Granary that one JVM also runs "
+            "S3Proxy, 3 MDS Raft peers with RocksDB, and 2 OSS with their 512 MiB read caches, with the JVM's default "
+            "heap sizing (up to 1/4 of RAM; no -Xmx); s3fs and rclone "
+            "are clients only (their S3 server is that same JVM).",
+            "- The FUSE ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros, with the same "
+            "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`.",
+            "- Figures move ±15–30% between runs on this shared 2-core machine: compare within one run."]
+    if runner.failures:
+        out += ["", "## Failures", ""] + [f"- {f}" for f in runner.failures]
+    return "\n".join(out) + "\n"
+
+
+
+def chart(runner, plan, targets, info, path):
+    """A PNG: each figure relative to the local directory (log scale), one bar per FUSE target."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [(r, l, u) for r, l, u in ROWS if r not in ("rss",)]
+    fuse = [t for t in targets if t.name != "local"]
+    colors = {"granary": "#2a7ab9", "s3fs": "#e08a2c", "rclone": "#5aa05a"}
+    fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 1.8))
+    h = 0.8 / len(fuse)
+    subst = dict(seq=f"{plan.seq_bytes // MIB} MiB", small=f"{plan.small_count:,}", meta=f"{plan.meta_count:,}",
+                 unet=plan.unet_bytes // MIB)
+    def baseline(r):  # the local directory's figure; its write is the baseline for "until in the bucket"
+        return runner.figures["local"].get("write" if r == "write_s3" else r)
+    ratios = [runner.figures[t.name].get(r) / baseline(r) for t in fuse for r, _, _ in rows
+              if isinstance(runner.figures[t.name].get(r), (int, float)) and runner.figures[t.name].get(r) > 0
+              and isinstance(baseline(r), (int, float)) and baseline(r) > 0]
+    lo, hi = min(ratios + [0.5]) / 3, max(ratios + [1.0]) * 3
+    for i, t in enumerate(fuse):
+        for j, (r, _, _) in enumerate(rows):
+            v, local = runner.figures[t.name].get(r), baseline(r)
+            y = j + (i - (len(fuse) - 1) / 2) * h
+            if isinstance(v, (int, float)) and isinstance(local, (int, float)) and v > 0 and local > 0:
+                ax.barh(y, v / local, height=h, color=colors.get(t.name), label=t.label if j == 0 else None)
+                ax.text(v / local * 1.05, y, f"{v / local:.2g}", va="center", fontsize=6)
+            else:
+                ax.text(lo * 1.05, y, "fails" if v == "fails" else ("0" if v == 0 else "n/a"), va="center", fontsize=6)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([l.format(**subst).replace(" ¹", "").replace(" ²", "") + f" ({u})" for _, l, u in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("figure / local directory (log scale; 1 = local dir)")
+    ax.set_title(f"Granary vs s3fs vs rclone mount, relative to a local directory\n{info['date']}, BENCH_SCALE={plan.scale:g}, "
+                 f"same S3Proxy, 2-core machine", fontsize=9)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def versions():
+    def first(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+    s3fs = first(["s3fs", "--version"])
+    m = re.search(r"V(\S+)", s3fs)
+    return f"s3fs {m.group(1) if m else '?'}, {first(['rclone', 'version'])}, {first(['fio', '--version'])}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", required=True, help="scratch folder (same disk as the local target); holds the state files")
+    ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--python", default=sys.executable, help="a python that can import torch (DataLoader)")
+    a = ap.parse_args()
+    scale = float(os.environ.get("BENCH_SCALE", "1.0"))
+    if not 0 < scale <= 10:
+        sys.exit(f"compare.py: BENCH_SCALE must be in (0, 10], got {scale}")
+    rclone_mode = os.environ.get("RCLONE_VFS_CACHE_MODE", "full")
+    selected = os.environ.get("BENCH_TARGETS", "local,granary,s3fs,rclone").split(",")
+    if not selected or any(n not in ("local", "granary", "s3fs", "rclone") for n in selected):
+        sys.exit(f"compare.py: BENCH_TARGETS is a comma list of local,granary,s3fs,rclone, got {selected}")
+    plan = Plan(scale)
+    work = os.path.abspath(a.work)
+    state = State(work)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = time.time()
+    today = datetime.date.today().isoformat()
+    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    info = dict(date=today, targets=selected, commit=commit or "?", versions=versions(), rclone_mode=rclone_mode,
+                machine=f"{os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GIB:.0f} GiB, "
+                        f"Linux {platform.release()}")
+    log(f"BENCH_SCALE={scale:g}: {plan.describe()}")
+    log(f"work folder {work}")
+
+    base = free_port_block(lambda b: [b, b + 61, b + 62, b + 63, b + 71, b + 72, b + 90])
+    granary = GranaryTarget(work, state, base)
+    targets, counter = [], None
+    try:
+        log("starting Granary quickstart (it also serves S3 for s3fs and rclone)")
+        granary.start()
+        s3 = granary.s3_config()
+        local = LocalTarget(work, state)
+        s3fs = S3fsTarget(work, state, s3)
+        rclone = RcloneTarget(work, state, s3, base + 90, rclone_mode)
+        targets = [local, granary, s3fs, rclone]
+        for b in (s3fs.bucket, rclone.bucket):
+            subprocess.run(["rclone", "--config", rclone.config, "mkdir", f"s3:{b}"], check=True, env=env_without_ca(),
+                           capture_output=True, timeout=60)
+        counter = S3Counter(state, s3[0], [t.bucket for t in targets if t.bucket])
+        if counter.reason:
+            log(f"S3 request counts unavailable: {counter.reason}")
+        for t in targets:
+            if t.bucket and not counter.reason:
+                t.uploads_seen = lambda b=t.bucket: sum(n for (m, bb), n in counter.snapshot().items()
+                                                         if bb == b and m in ("PUT", "POST", "DELETE"))
+        runner = Runner(plan, counter, state, a.python, work, info)
+        for t in targets:
+            if t.name not in selected:
+                continue
+            runner.run(t)
+            if t is local:
+                shutil.rmtree(local.root, ignore_errors=True)
+            elif t is not granary:
+                t.stop()
+                shutil.rmtree(os.path.join(granary.data, "s3", t.bucket), ignore_errors=True)
+                os.makedirs(os.path.join(granary.data, "s3", t.bucket), exist_ok=True)
+                shutil.rmtree(os.path.join(work, "rclone-cache"), ignore_errors=True)
+        granary.stop()
+        if "granary" in selected:
+            runner.noop_ceiling()
+        elapsed = time.time() - started
+        md = report(runner, plan, targets, info, counter, elapsed)
+        os.makedirs(a.results, exist_ok=True)
+        stem = os.path.join(a.results, f"compare-{today}-s{scale:g}")
+        with open(stem + ".md", "w") as f:
+            f.write(md)
+        print("\n" + md)
+        try:
+            chart(runner, plan, targets, info, stem + ".png")
+            log(f"wrote {stem}.md and {stem}.png")
+        except ImportError as e:
+            log(f"wrote {stem}.md; no chart ({e}: install python3-matplotlib)")
+        log(f"done in {elapsed / 60:.1f} min")
+    finally:
+        for t in reversed(targets or [granary]):
+            try:
+                t.stop()
+            except Exception as e:
+                log(f"stopping {t.name}: {e}")
+        if counter:
+            counter.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+package dev.granary.tools.cli;
+
+import dev.granary.client.fuse.FuseMount;
+import dev.granary.client.vfs.ClientConfig;
+import dev.granary.tools.UserError;
+import dev.granary.tools.config.Sizes;
+import dev.granary.tools.prereq.Prerequisites;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import jnr.ffi.Pointer;
+import jnr.ffi.types.off_t;
+import jnr.ffi.types.size_t;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import ru.serce.jnrfuse.ErrorCodes;
+import ru.serce.jnrfuse.FuseFillDir;
+import ru.serce.jnrfuse.FuseStubFS;
+import ru.serce.jnrfuse.struct.FileStat;
+import ru.serce.jnrfuse.struct.FuseFileInfo;
+
+/**
+ * {@code granary noopfs MOUNT} (hidden; used by {@code bench/compare.sh}): mounts a jnr-fuse
+ * filesystem that does nothing but serve one read-only file of zeros, {@code /zeros}, with the
+ * same FUSE options Granary's client mounts with ({@link FuseMount#options}). Reading it measures
+ * the ceiling of the FUSE binding itself (kernel FUSE + libfuse2 + jnr-fuse upcalls), with no
+ * Granary work behind it. Serves until SIGTERM/Ctrl-C, then unmounts.
+ */
+@Command(name = "noopfs", hidden = true, mixinStandardHelpOptions = true,
+        description = {"Mount a no-op FUSE filesystem (one file of zeros, /zeros) with Granary's FUSE options,",
+                "to measure the ceiling of the FUSE binding. Serves until SIGTERM/Ctrl-C.", "",
+                "Example:  granary noopfs /tmp/noop --size 4g   then   dd if=/tmp/noop/zeros of=/dev/null bs=1M"})
+public final class NoopFsCommand implements Callable<Integer> {
+    @Parameters(index = "0", paramLabel = "MOUNT", description = "Mount point; must exist and be empty.")
+    Path mount;
+
+    @Option(names = "--size", paramLabel = "SIZE", description = "Size of /zeros, e.g. 4g, 512m (default: ${DEFAULT-VALUE}).")
+    String size = "4g";
+
+    @Option(names = "--kernel-cache", description = "Add -o kernel_cache (keep the page cache across opens) to Granary's options.")
+    boolean kernelCache;
+
+    @Override
+    public Integer call() throws Exception {
+        long bytes;
+        try {
+            bytes = Sizes.parseBytes(size);
+        } catch (IllegalArgumentException e) {
+            throw new UserError("--size: " + e.getMessage());
+        }
+        Path mp = mount.toAbsolutePath().normalize();
+        Prerequisites.ensureFuse();
+        FuseMount.checkMountPoint(mp);
+        FuseMount.checkFuseAvailable();
+        List<String> opts = new ArrayList<>(FuseMount.options(ClientConfig.defaults(), FuseMount.isRoot(), false));
+        // The same fsname/subtype as Granary would make this mount look like a real Granary mount.
+        opts.replaceAll(o -> o.equals("fsname=granary") ? "fsname=granary-noop" : o.equals("subtype=granary") ? "subtype=granary-noop" : o);
+        if (kernelCache) {
+            opts.add("-o");
+            opts.add("kernel_cache");
+        }
+        ZeroFs fs = new ZeroFs(bytes);
+        fs.mount(mp, false, false, opts.toArray(new String[0]));
+        long deadline = System.currentTimeMillis() + 10_000;
+        while (!FuseMount.isMounted(mp)) {
+            if (System.currentTimeMillis() > deadline) {
+                fs.umount();
+                throw new UserError("noopfs mount of " + mp + " did not come up within 10 s");
+            }
+            Thread.sleep(20);
+        }
+        System.out.println("noopfs mounted at " + mp + " (/zeros, " + bytes + " bytes) with " + String.join(" ", opts) + "; Ctrl-C to unmount");
+        System.out.flush();
+        ConfigOption.awaitShutdown(fs::umount);
+        return 0;
+    }
+
+    /** The no-op filesystem: a root directory holding one read-only file of zeros. */
+    static final class ZeroFs extends FuseStubFS {
+        private static final String FILE = "/zeros";
+        private final long size;
+
+        ZeroFs(long size) {
+            this.size = size;
+        }
+
+        @Override
+        public int getattr(String path, FileStat stat) {
+            if (path.equals("/")) {
+                stat.st_mode.set(FileStat.S_IFDIR | 0755);
+                stat.st_nlink.set(2);
+                return 0;
+            }
+            if (path.equals(FILE)) {
+                stat.st_mode.set(FileStat.S_IFREG | 0444);
+                stat.st_nlink.set(1);
+                stat.st_size.set(size);
+                return 0;
+            }
+            return -ErrorCodes.ENOENT();
+        }
+
+        @Override
+        public int readdir(String path, Pointer buf, FuseFillDir filter, @off_t long offset, FuseFileInfo fi) {
+            if (!path.equals("/")) {
+                return -ErrorCodes.ENOTDIR();
+            }
+            filter.apply(buf, ".", null, 0);
+            filter.apply(buf, "..", null, 0);
+            filter.apply(buf, FILE.substring(1), null, 0);
+            return 0;
+        }
+
+        @Override
+        public int open(String path, FuseFileInfo fi) {
+            return path.equals(FILE) ? 0 : -ErrorCodes.ENOENT();
+        }
+
+        @Override
+        public int read(String path, Pointer buf, @size_t long len, @off_t long offset, FuseFileInfo fi) {
+            if (offset >= size) {
+                return 0;
+            }
+            int n = (int) Math.min(Math.min(len, size - offset), Integer.MAX_VALUE);
+            buf.setMemory(0, n, (byte) 0);
+            return n;
+        }
+    }
+}
