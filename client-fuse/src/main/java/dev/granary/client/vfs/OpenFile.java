@@ -73,7 +73,13 @@ public final class OpenFile {
     /** utimensat set the mtime after the last write: the next commit must keep it. */
     private volatile boolean mtimeSetExplicitly;
     private FsException uploadError;
-    private long nextSequentialOffset = -1;
+    /**
+     * Where a sequential reader's next read starts (0 at open: a first read at offset 0 starts a
+     * stream). A read within {@link #SEQUENTIAL_SLACK} of it still counts as sequential: the
+     * kernel's readahead sends several reads at once and they may arrive out of order.
+     */
+    private long nextSequentialOffset = 0;
+    private static final long SEQUENTIAL_SLACK = 256L << 10; // two 128 KiB FUSE reads in flight
     private boolean closed;
 
     /**
@@ -261,8 +267,8 @@ public final class OpenFile {
     private byte[] plan(long offset, int length, List<Piece> pieces) {
             int n = (int) Math.min(length, size - offset);
             byte[] out = new byte[n];
-            boolean sequential = offset == nextSequentialOffset;
-            nextSequentialOffset = offset + n;
+            boolean sequential = nextSequentialOffset >= 0 && Math.abs(offset - nextSequentialOffset) <= SEQUENTIAL_SLACK;
+            nextSequentialOffset = sequential ? Math.max(nextSequentialOffset, offset + n) : offset + n;
             long first = offset / stripeSize;
             long last = (offset + n - 1) / stripeSize;
             window.keySet().removeIf(k -> k < first || k > last + vfs.config().readaheadStripes());
@@ -657,7 +663,7 @@ public final class OpenFile {
             uploaded.clear();
             window.clear();
             size = attr.getSize();
-            nextSequentialOffset = -1;
+            nextSequentialOffset = 0;
         } finally {
             lock.unlock();
         }
