@@ -807,6 +807,11 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     private void take(Caller c, long ino, LockInfo l, boolean wait) {
+        if (l.getType() == LockType.UNLOCK && !heldLocks.contains(new LockKey(ino, l.getOwner(), l.getKind()))) {
+            // Nothing of this owner to release here: libfuse unlocks at every flush (close), which
+            // must not cost a Raft write when no lock was ever taken.
+            return;
+        }
         long sleepMs = 2;
         for (;;) {
             MdsClient.LockReply r = lockCall(c, ino, l, false);
