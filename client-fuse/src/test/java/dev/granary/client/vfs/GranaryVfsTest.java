@@ -816,4 +816,31 @@ class GranaryVfsTest {
         assertEquals(2, mdsCalls(lockOp) - before, "a take and its release; the second release is local");
         vfs.release(ROOT, fh);
     }
+
+    /**
+     * Making an entry keeps the directory's cached attributes, updated as the MDS updated them.
+     * Regression: they were dropped, so the next call under the directory (the kernel's
+     * security.capability getxattr before the first write of a new file) cost an MDS getattr.
+     */
+    @Test
+    void makingAnEntryUpdatesTheCachedDirectoryInsteadOfDroppingIt() {
+        var getattr = dev.granary.mds.proto.MdsRequest.OpCase.GETATTR;
+        var lookup = dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP;
+        vfs.getattr(ROOT, dir); // cached
+        long before = mdsCalls(getattr) + mdsCalls(lookup);
+        long fh = vfs.create(ROOT, dir + "/n", 0644, O_CREAT | O_WRONLY | O_TRUNC);
+        assertEquals(Status.ENODATA.getNumber(), errno(() -> vfs.getxattr(ROOT, dir + "/n", "security.capability")));
+        vfs.write(ROOT, fh, 0, new byte[] {1}, 1);
+        vfs.release(ROOT, fh);
+        vfs.mkdir(ROOT, dir + "/sub", 0755);
+        vfs.symlink(ROOT, "n", dir + "/ln");
+        vfs.link(ROOT, dir + "/n", dir + "/hard");
+        assertEquals(0, mdsCalls(getattr) + mdsCalls(lookup) - before, "no getattr or lookup of the directory again");
+        Attr cached = vfs.getattr(ROOT, dir);
+        Attr truth = cluster.mds.getattr(ROOT, cached.getIno());
+        assertEquals(truth.getMtimeNs(), cached.getMtimeNs());
+        assertEquals(truth.getCtimeNs(), cached.getCtimeNs());
+        assertEquals(truth.getNlink(), cached.getNlink());
+        assertEquals(3, cached.getNlink(), "2 + one subdirectory");
+    }
 }
