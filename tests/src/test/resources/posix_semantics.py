@@ -4,6 +4,7 @@
 # compares the outputs line by line, so errno names must match exactly.
 import ctypes
 import errno
+import fcntl
 import hashlib
 import mmap
 import os
@@ -591,6 +592,7 @@ def s_unsupported(d):
     fd = os.open(p, os.O_RDWR)
     LIBC.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
     t('fallocate', lambda: check(LIBC.fallocate(fd, 0, 0, 4096)))
+    t('ioctl FS_IOC_GETFLAGS', lambda: fcntl.ioctl(fd, 0x80086601, b'\0' * 8) and None)
     os.close(fd)
     t('mkfifo', os.mkfifo, j(d, 'fifo'))
     t('mknod of a character device', os.mknod, j(d, 'dev'), 0o600 | stat.S_IFCHR, os.makedev(1, 3))

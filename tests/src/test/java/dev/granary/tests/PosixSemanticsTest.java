@@ -330,6 +330,7 @@ class PosixSemanticsTest {
         Path g = Files.createDirectory(mnt.resolve("unsupported"));
         assertEquals(String.join("\n",
                 "fallocate: ENOTSUP",
+                "ioctl FS_IOC_GETFLAGS: ENOTTY",
                 "mkfifo: EPERM",
                 "mknod of a character device: EPERM",
                 "renameat2 RENAME_NOREPLACE onto an existing name: EEXIST",
