@@ -1,0 +1,617 @@
+# POSIX calls for PosixSemanticsTest: `python3 posix_semantics.py SCENARIO DIR` runs one scenario
+# in DIR (a fresh directory, on a Granary mount or on a local filesystem) and prints one line per
+# step: "label: ok [value]" or "label: ERRNO_NAME". The test runs a scenario in both places and
+# compares the outputs line by line, so errno names must match exactly.
+import ctypes
+import errno
+import fcntl
+import hashlib
+import mmap
+import os
+import random
+import stat
+import subprocess
+import sys
+import time
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+AT_FDCWD = -100
+
+
+def t(label, fn, *args):
+    try:
+        r = fn(*args)
+        print(label + ': ok' + ('' if r is None else ' ' + str(r)), flush=True)
+    except OSError as e:
+        print(label + ': ' + errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+
+
+def check(rc):
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()[:16]
+
+
+def data(n, seed):
+    return random.Random(seed).randbytes(n)
+
+
+def readall(p):
+    with open(p, 'rb') as f:
+        return f.read()
+
+
+def write(p, b, mode=0o644):
+    fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode)
+    try:
+        view = memoryview(b)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def create(p, mode=0o644):
+    os.close(os.open(p, os.O_CREAT | os.O_WRONLY, mode))
+
+
+def j(d, *names):
+    return os.path.join(d, *names)
+
+
+# ------------------------------------------------------------------ open, names
+
+def s_open(d):
+    p = j(d, 'f')
+    fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, b'hello world')
+    os.close(fd)
+    t('O_CREAT|O_EXCL of an existing file', os.open, p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    t('O_CREAT|O_EXCL of an existing directory', os.open, d, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    t('O_CREAT without O_EXCL of an existing file keeps it', lambda: (create(p), readall(p))[1])
+
+    def trunc():
+        fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+        size_after_open = os.fstat(fd).st_size
+        os.write(fd, b'abc')
+        os.close(fd)
+        return size_after_open, readall(p)
+    t('O_TRUNC', trunc)
+
+    def append():
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, b'XY')  # O_APPEND: to the end whatever the offset
+        pos = os.lseek(fd, 0, os.SEEK_CUR)
+        os.close(fd)
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, data(300000, 1))  # grows past the inline limit
+        os.write(fd, b'END')
+        os.close(fd)
+        b = readall(p)
+        return pos, len(b), b[:6], b[-3:], sha(b)
+    t('O_APPEND', append)
+
+    def rdwr():
+        fd = os.open(p, os.O_RDWR)
+        os.pwrite(fd, b'MID', 100000)
+        got = os.pread(fd, 7, 99998)
+        os.close(fd)
+        return got
+    t('O_RDWR pwrite then pread on one handle', rdwr)
+    t('open of a missing file', os.open, j(d, 'nope'), os.O_RDONLY)
+    t('open of a directory for writing', os.open, d, os.O_WRONLY)
+    t('open below a file', os.open, j(p, 'x'), os.O_RDONLY)
+    t('O_DIRECTORY open of a file', os.open, p, os.O_RDONLY | os.O_DIRECTORY)
+
+    def read_dir():
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            return os.read(fd, 10)
+        finally:
+            os.close(fd)
+    t('read(2) of a directory', read_dir)
+    t('create a 255-byte name', create, j(d, 'n' * 255))
+    t('create a 256-byte name', create, j(d, 'n' * 256))
+    t('create a 255-byte UTF-8 name (127 x e-acute + a)', create, j(d, '\u00e9' * 127 + 'a'))
+    t('create a 256-byte UTF-8 name (128 x e-acute)', create, j(d, '\u00e9' * 128))
+    t('mkdir of a 256-byte name', os.mkdir, j(d, 'm' * 256))
+    t('stat of a 256-byte name', os.stat, j(d, 'm' * 256))
+    t('listdir names', lambda: sorted(len(n.encode()) for n in os.listdir(d)))
+    t('mkdir .', os.mkdir, j(d, '.'))
+    t('mkdir ..', os.mkdir, j(d, '..'))
+    t('mkdir of an existing file', os.mkdir, p)
+    t('mkdir with a missing parent', os.mkdir, j(d, 'nope', 'x'))
+    t('mkdir below a file', os.mkdir, j(p, 'x'))
+    s = os.stat(p)
+    t('stat of the file', lambda: (stat.filemode(s.st_mode), s.st_size, s.st_nlink, s.st_uid, s.st_gid))
+    t('fsync and fdatasync', lambda: [f(fd) for fd in [os.open(p, os.O_WRONLY)] for f in (os.fsync, os.fdatasync, os.close)] and None)
+
+
+# ------------------------------------------------------------------ sparse files, truncate
+
+def s_sparse(d):
+    stripe = 65536
+    p = j(d, 'sparse')
+    fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+    os.pwrite(fd, b'A' * 10, 0)
+    os.pwrite(fd, b'C' * 10, 60000)  # a hole inside stripe 0
+    os.pwrite(fd, b'B' * 10, 5 * stripe + 5)  # stripes 1..4 are holes; above the inline limit
+    os.close(fd)
+    b = readall(p)
+    t('size', lambda: os.stat(p).st_size)
+    t('content', lambda: (len(b), sha(b), b[:10], b[60000:60010], b[-10:]))
+    t('holes read as zeros', lambda: (b[10:60000] == bytes(59990), b[60010:5 * stripe + 5] == bytes(5 * stripe + 5 - 60010)))
+    fd = os.open(p, os.O_RDONLY)
+    t('pread across a stripe boundary in a hole', lambda: os.pread(fd, 20, stripe - 10) == bytes(20))
+    t('pread from hole into data', lambda: os.pread(fd, 10, 5 * stripe) + b'|')
+    t('pread at EOF', lambda: os.pread(fd, 10, len(b)))
+    t('pread past EOF', lambda: os.pread(fd, 10, len(b) + 1000))
+    os.close(fd)
+    q = j(d, 'grown')
+    fd = os.open(q, os.O_CREAT | os.O_RDWR, 0o644)
+    os.ftruncate(fd, 3 * stripe + 1)  # a file that is all hole
+    os.pwrite(fd, b'Z', 2 * stripe)
+    os.close(fd)
+    c = readall(q)
+    t('ftruncate up then one byte in the middle', lambda: (len(c), c.count(0), c[2 * stripe:2 * stripe + 1]))
+    big = j(d, 'big-hole')
+    fd = os.open(big, os.O_CREAT | os.O_WRONLY, 0o644)
+    os.pwrite(fd, b'tail', 8 * 1024 * 1024)
+    os.close(fd)
+    t('8 MiB hole then 4 bytes', lambda: (lambda x: (len(x), x[:8 * 1024 * 1024] == bytes(8 * 1024 * 1024), x[-4:]))(readall(big)))
+
+
+def s_truncate(d):
+    stripe = 65536
+    p = j(d, 't')
+    b = data(5 * stripe + 123, 2)  # above the inline limit: blocks in S3
+    write(p, b)
+    t('truncate(2) down inside the last stripe', lambda: (os.truncate(p, 300000), os.stat(p).st_size, readall(p) == b[:300000])[1:])
+    t('truncate(2) down across a stripe boundary', lambda: (os.truncate(p, stripe + 100), os.stat(p).st_size)[1])
+    t('truncate(2) up again', lambda: (os.truncate(p, 6 * stripe), os.stat(p).st_size)[1])
+    c = readall(p)
+    t('kept bytes and zeros after down then up', lambda: (len(c), c[:stripe + 100] == b[:stripe + 100], c[stripe + 100:] == bytes(len(c) - stripe - 100)))
+    t('truncate(2) down to exactly one stripe', lambda: (os.truncate(p, stripe), readall(p) == b[:stripe])[1])
+    fd = os.open(p, os.O_RDWR)
+    os.ftruncate(fd, 2 * stripe + 1)
+    t('ftruncate up', lambda: (os.fstat(fd).st_size, os.pread(fd, stripe + 1, stripe) == bytes(stripe + 1)))
+    os.pwrite(fd, b'Q' * 100000, 100000)  # dirty data of this handle, then truncated under it
+    os.ftruncate(fd, 150000)
+    t('ftruncate with dirty data', lambda: (os.fstat(fd).st_size, sha(os.pread(fd, 200000, 0))))
+    os.close(fd)
+    c = readall(p)
+    t('after close', lambda: (len(c), sha(c), c[100000:150000] == b'Q' * 50000))
+    t('truncate(2) to 0', lambda: (os.truncate(p, 0), os.stat(p).st_size, readall(p))[1:])
+    t('truncate(2) of a directory', os.truncate, d, 0)
+    t('truncate(2) of a missing file', os.truncate, j(d, 'nope'), 0)
+    t('truncate(2) to a negative size', os.truncate, p, -1)
+    fd = os.open(p, os.O_RDONLY)
+    t('ftruncate of a read-only descriptor', os.ftruncate, fd, 10)
+    os.close(fd)
+
+
+# ------------------------------------------------------------------ rename, unlink, rmdir, mknod
+
+def s_rename(d):
+    for n in ('a', 'a/sub', 'e', 'n', 'p1', 'p1/s', 'p2'):
+        os.mkdir(j(d, n))
+    write(j(d, 'n', 'x'), b'x')
+    write(j(d, 'f1'), b'one')
+    write(j(d, 'f2'), b'two')
+    t('rename a directory onto a non-empty directory', os.rename, j(d, 'a'), j(d, 'n'))
+    t('rename a file onto a directory', os.rename, j(d, 'f1'), j(d, 'e'))
+    t('rename a directory onto a file', os.rename, j(d, 'e'), j(d, 'f1'))
+    t('rename a directory into its own subtree', os.rename, j(d, 'a'), j(d, 'a', 'sub', 'a2'))
+    t('rename a directory onto its own child', os.rename, j(d, 'a'), j(d, 'a', 'sub'))
+    t('rename of a missing name', os.rename, j(d, 'nope'), j(d, 'x'))
+    t('rename into a missing directory', os.rename, j(d, 'f1'), j(d, 'nope', 'x'))
+    t('rename below a file', os.rename, j(d, 'f1'), j(d, 'f2', 'x'))
+    t('rename of .', os.rename, j(d, 'e', '.'), j(d, 'dot'))
+    t('rename onto ..', os.rename, j(d, 'f1'), j(d, 'e', '..'))
+    t('rename a file replaces a file', lambda: (os.rename(j(d, 'f1'), j(d, 'f2')), readall(j(d, 'f2')), os.path.exists(j(d, 'f1')))[1:])
+    t('rename a directory replaces an empty directory', lambda: (os.rename(j(d, 'a'), j(d, 'e')), sorted(os.listdir(j(d, 'e'))), os.path.exists(j(d, 'a')))[1:])
+    t('rename a file onto itself', lambda: (os.rename(j(d, 'f2'), j(d, 'f2')), readall(j(d, 'f2')))[1])
+    os.link(j(d, 'f2'), j(d, 'f3'))
+    t('rename onto another hard link of the same file keeps both', lambda: (os.rename(j(d, 'f2'), j(d, 'f3')), sorted(n for n in os.listdir(d) if n.startswith('f')))[1])
+    t('nlink of p1 and p2 before a directory moves', lambda: (os.stat(j(d, 'p1')).st_nlink, os.stat(j(d, 'p2')).st_nlink))
+    t('rename a directory across parents', os.rename, j(d, 'p1', 's'), j(d, 'p2', 's'))
+    t('nlink of p1 and p2 after', lambda: (os.stat(j(d, 'p1')).st_nlink, os.stat(j(d, 'p2')).st_nlink))
+    t('rename a file across parents', lambda: (os.rename(j(d, 'n', 'x'), j(d, 'p1', 'y')), os.listdir(j(d, 'n')), readall(j(d, 'p1', 'y')))[1:])
+    t('listing', lambda: sorted(os.listdir(d)))
+    t('nlink of the directory', lambda: os.stat(d).st_nlink)
+
+
+def s_remove(d):
+    os.mkdir(j(d, 'dir'))
+    os.mkdir(j(d, 'full'))
+    write(j(d, 'full', 'x'), b'x')
+    write(j(d, 'f'), b'f')
+    t('unlink of a directory', os.unlink, j(d, 'dir'))
+    t('unlink of a missing name', os.unlink, j(d, 'nope'))
+    t('unlink below a file', os.unlink, j(d, 'f', 'x'))
+    t('rmdir of a file', os.rmdir, j(d, 'f'))
+    t('rmdir of a non-empty directory', os.rmdir, j(d, 'full'))
+    t('rmdir of a missing name', os.rmdir, j(d, 'nope'))
+    t('rmdir of .', os.rmdir, j(d, 'dir', '.'))
+    t('rmdir of ..', os.rmdir, j(d, 'dir', '..'))
+    t('unlink then stat', lambda: (os.unlink(j(d, 'f')), os.path.exists(j(d, 'f')))[1])
+    t('rmdir then stat', lambda: (os.rmdir(j(d, 'dir')), os.path.exists(j(d, 'dir')))[1])
+    t('mknod of a regular file', lambda: (os.mknod(j(d, 'reg'), 0o600 | stat.S_IFREG), stat.filemode(os.stat(j(d, 'reg')).st_mode))[1])
+    t('listing', lambda: sorted(os.listdir(d)))
+
+
+# ------------------------------------------------------------------ symlinks
+
+def s_symlink(d):
+    os.mkdir(j(d, 'sub'))
+    write(j(d, 'sub', 'file'), b'through the link')
+    os.symlink('l2', j(d, 'l1'))
+    os.symlink('l1', j(d, 'l2'))
+    os.symlink('self', j(d, 'self'))
+    t('open of a symlink loop', os.open, j(d, 'l1'), os.O_RDONLY)
+    t('stat of a symlink loop', os.stat, j(d, 'l1'))
+    t('open of a self link', os.open, j(d, 'self'), os.O_RDONLY)
+    t('path through a loop', os.stat, j(d, 'l1', 'x'))
+    t('lstat of a loop link', lambda: (stat.S_ISLNK(os.lstat(j(d, 'l1')).st_mode), os.lstat(j(d, 'l1')).st_size))
+    os.symlink('sub', j(d, 'ls'))
+    t('read through a directory symlink', lambda: readall(j(d, 'ls', 'file')))
+    t('readlink', os.readlink, j(d, 'ls'))
+    t('symlink onto an existing name', os.symlink, 'x', j(d, 'ls'))
+    t('readlink of a file', os.readlink, j(d, 'sub', 'file'))
+    t('readlink of a directory', os.readlink, j(d, 'sub'))
+    t('readlink of a missing name', os.readlink, j(d, 'nope'))
+    target = 'x/' * 2047 + 'y'  # 4095 bytes
+    t('symlink with a 4095-byte target', lambda: (os.symlink(target, j(d, 'long')), os.readlink(j(d, 'long')) == target, os.lstat(j(d, 'long')).st_size)[1:])
+    t('symlink with a 4096-byte target', os.symlink, target + 'z', j(d, 'toolong'))
+    os.symlink('dangling-target', j(d, 'dangling'))
+    t('stat of a dangling symlink', os.stat, j(d, 'dangling'))
+    t('O_CREAT through a dangling symlink creates the target', lambda: (create(j(d, 'dangling')), os.path.exists(j(d, 'dangling-target')))[1])
+    t('O_NOFOLLOW open of a symlink', os.open, j(d, 'ls'), os.O_RDONLY | os.O_NOFOLLOW)
+    t('unlink of a symlink keeps the target', lambda: (os.unlink(j(d, 'ls')), os.path.isdir(j(d, 'sub')))[1])
+
+
+# ------------------------------------------------------------------ times
+
+class Timespec(ctypes.Structure):
+    _fields_ = [('tv_sec', ctypes.c_long), ('tv_nsec', ctypes.c_long)]
+
+
+def utimensat(path, atime, mtime):
+    ts = (Timespec * 2)(atime, mtime)
+    check(LIBC.utimensat(AT_FDCWD, path.encode(), ts, 0))
+
+
+def s_times(d):
+    p = j(d, 'f')
+    write(p, b'x' * 100)
+
+    def times():
+        s = os.stat(p)
+        return s.st_atime_ns, s.st_mtime_ns
+    t('os.utime with ns', lambda: (os.utime(p, ns=(1600000000123456789, 1500000000987654321)), times())[1])
+    a, m = times()
+    t('UTIME_OMIT both', lambda: (utimensat(p, Timespec(0, UTIME_OMIT), Timespec(0, UTIME_OMIT)), times() == (a, m))[1])
+    t('explicit both with utimensat', lambda: (utimensat(p, Timespec(1300000000, 7), Timespec(1200000000, 9)), times())[1])
+    before = time.time_ns()
+    os.utime(p)
+    a, m = times()
+    t('os.utime now', lambda: (abs(a - before) < 10 ** 10, abs(m - before) < 10 ** 10))
+    c0 = os.stat(p).st_ctime_ns
+    os.utime(p, ns=(1000000000, 1000000000))
+    t('utime sets ctime to now', lambda: (os.stat(p).st_ctime_ns >= c0, abs(os.stat(p).st_ctime_ns - time.time_ns()) < 10 ** 10))
+    write(p, b'y' * 10)
+    t('a write sets mtime to now', lambda: abs(os.stat(p).st_mtime_ns - time.time_ns()) < 10 ** 10)
+    os.mkdir(j(d, 'dir'))
+    os.utime(j(d, 'dir'), ns=(1000000000, 1000000000))
+    create(j(d, 'dir', 'x'))
+    t('a create sets the parent mtime to now', lambda: abs(os.stat(j(d, 'dir')).st_mtime_ns - time.time_ns()) < 10 ** 10)
+    t('utimensat of a missing file', utimensat, j(d, 'nope'), Timespec(0, UTIME_NOW), Timespec(0, UTIME_NOW))
+
+
+def s_times_omit(d):
+    p = j(d, 'f')
+    write(p, b'x' * 100)
+
+    def times():
+        s = os.stat(p)
+        return s.st_atime_ns, s.st_mtime_ns
+    os.utime(p, ns=(1600000000123456789, 1500000000987654321))
+    t('UTIME_OMIT atime, explicit mtime', lambda: (utimensat(p, Timespec(0, UTIME_OMIT), Timespec(1400000000, 5)), times())[1])
+    before = time.time_ns()
+    utimensat(p, Timespec(0, UTIME_NOW), Timespec(0, UTIME_OMIT))
+    a, m = times()
+    t('UTIME_NOW atime, UTIME_OMIT mtime', lambda: (abs(a - before) < 10 ** 10, m))
+    r = subprocess.run(['touch', '-m', '-d', '2021-02-03 04:05:06.25 UTC', p], capture_output=True, text=True)
+    t('touch -m (atime unchanged)', lambda: (r.returncode, r.stderr, times()[0] == a, times()[1]))
+    r = subprocess.run(['touch', '-a', '-d', '2019-01-01 00:00:00.5 UTC', p], capture_output=True, text=True)
+    t('touch -a', lambda: (r.returncode, r.stderr, times()))
+
+
+# ------------------------------------------------------------------ nlink, hard links
+
+def s_nlink(d):
+    os.mkdir(j(d, 'x'))
+    t('nlink of a new directory', lambda: os.stat(j(d, 'x')).st_nlink)
+    t('nlink of the parent after mkdir', lambda: os.stat(d).st_nlink)
+    for n in ('y', 'z', 'w'):
+        os.mkdir(j(d, 'x', n))
+    create(j(d, 'x', 'file'))
+    t('nlink after 3 subdirectories and a file', lambda: os.stat(j(d, 'x')).st_nlink)
+    os.rmdir(j(d, 'x', 'z'))
+    t('nlink after rmdir', lambda: os.stat(j(d, 'x')).st_nlink)
+    os.mkdir(j(d, 'd1'))
+    os.mkdir(j(d, 'd2'))
+    write(j(d, 'd1', 'f'), b'data')
+    t('link across directories', lambda: (os.link(j(d, 'd1', 'f'), j(d, 'd2', 'g')), os.stat(j(d, 'd2', 'g')).st_nlink, readall(j(d, 'd2', 'g')))[1:])
+    t('a third name', lambda: (os.link(j(d, 'd2', 'g'), j(d, 'x', 'h')), os.stat(j(d, 'x', 'h')).st_nlink)[1])
+    t('same inode', lambda: len({os.stat(j(d, *n)).st_ino for n in (('d1', 'f'), ('d2', 'g'), ('x', 'h'))}))
+    t('link of a directory', os.link, j(d, 'd1'), j(d, 'dl'))
+    t('link onto an existing name', os.link, j(d, 'd1', 'f'), j(d, 'd2', 'g'))
+    t('link of a missing file', os.link, j(d, 'nope'), j(d, 'nl'))
+    t('link into a missing directory', os.link, j(d, 'd1', 'f'), j(d, 'nope', 'nl'))
+    t('unlink two names, the third still reads', lambda: (os.unlink(j(d, 'd1', 'f')), os.unlink(j(d, 'd2', 'g')), readall(j(d, 'x', 'h')))[2])
+    t('stat of the last name after its data changed through it', lambda: (write(j(d, 'x', 'h'), b'changed'), os.stat(j(d, 'x', 'h')).st_size, readall(j(d, 'x', 'h')))[1:])
+    t('nlink of the parent after all', lambda: os.stat(d).st_nlink)
+
+
+def s_link_write(d):
+    os.mkdir(j(d, 'd1'))
+    os.mkdir(j(d, 'd2'))
+    write(j(d, 'd1', 'f'), b'data')
+    os.link(j(d, 'd1', 'f'), j(d, 'd2', 'g'))
+    t('read through the first name', lambda: readall(j(d, 'd1', 'f')))
+    t('stat of the first name', lambda: os.stat(j(d, 'd1', 'f')).st_size)
+    t('O_TRUNC write through the second name, read through the first', lambda: (write(j(d, 'd2', 'g'), b'new bytes'), readall(j(d, 'd1', 'f')))[1])
+    os.link(j(d, 'd2', 'g'), j(d, 'd2', 'h'))
+    t('stat of all three names', lambda: [os.stat(j(d, *n)).st_size for n in (('d1', 'f'), ('d2', 'g'), ('d2', 'h'))])
+    t('O_TRUNC write through the third name, read through the first', lambda: (write(j(d, 'd2', 'h'), b'longer new bytes'), readall(j(d, 'd1', 'f')))[1])
+
+
+def s_blksize(d):
+    write(j(d, 'f'), b'x' * 10)
+    t('st_blksize', lambda: os.stat(j(d, 'f')).st_blksize)
+
+
+# ------------------------------------------------------------------ ownership and permissions
+
+def s_perm_root(d):
+    os.chmod(d, 0o755)
+    write(j(d, 'rootonly'), b'secret', 0o600)
+    write(j(d, 'shared'), b'shared', 0o644)
+    write(j(d, 'open'), b'open', 0o666)
+    os.chmod(j(d, 'open'), 0o666)
+    write(j(d, 'userfile'), b'user', 0o644)
+    os.mkdir(j(d, 'ro'), 0o755)
+    write(j(d, 'ro', 'existing'), b'e')
+    os.mkdir(j(d, 'sticky'))
+    os.chmod(j(d, 'sticky'), 0o1777)
+    write(j(d, 'sticky', 'rootfile'), b'r', 0o666)
+    os.chmod(j(d, 'sticky', 'rootfile'), 0o666)
+
+    def mode(p):
+        return oct(os.stat(p).st_mode & 0o7777)
+    t('chown to 1000:1000', lambda: (os.chown(j(d, 'userfile'), 1000, 1000), os.stat(j(d, 'userfile')).st_uid, os.stat(j(d, 'userfile')).st_gid)[1:])
+    t('chmod 6755', lambda: (os.chmod(j(d, 'userfile'), 0o6755), mode(j(d, 'userfile')))[1])
+    t('chown by root clears suid and sgid', lambda: (os.chown(j(d, 'userfile'), 1000, 1001), mode(j(d, 'userfile')), os.stat(j(d, 'userfile')).st_gid)[1:])
+    t('chmod 2644 then chown keeps sgid without group exec', lambda: (os.chmod(j(d, 'userfile'), 0o2644), os.chown(j(d, 'userfile'), 1000, 1000), mode(j(d, 'userfile')))[2])
+    os.chmod(j(d, 'userfile'), 0o644)
+    write(j(d, 'othergrp'), b'o', 0o644)
+    os.chown(j(d, 'othergrp'), 1000, 1001)
+    t('chmod of a directory keeps sticky', lambda: mode(j(d, 'sticky')))
+    t('chmod of a missing file', os.chmod, j(d, 'nope'), 0o644)
+    t('chown -1 -1 leaves both', lambda: (os.chown(j(d, 'shared'), -1, -1), os.stat(j(d, 'shared')).st_uid, os.stat(j(d, 'shared')).st_gid)[1:])
+    t('lchown of a symlink', lambda: (os.symlink('shared', j(d, 'sl')), os.lchown(j(d, 'sl'), 1000, 1000), os.lstat(j(d, 'sl')).st_uid, os.stat(j(d, 'sl')).st_uid)[2:])
+    os.mkdir(j(d, 'sgid'))
+    os.chown(j(d, 'sgid'), 0, 1000)
+    os.chmod(j(d, 'sgid'), 0o2775)
+    os.mkdir(j(d, 'sgid', 'child'))
+    create(j(d, 'sgid', 'file'))
+    t('mkdir in a setgid directory', lambda: (os.stat(j(d, 'sgid', 'child')).st_gid, mode(j(d, 'sgid', 'child'))[-4:-3]))
+    t('create in a setgid directory', lambda: os.stat(j(d, 'sgid', 'file')).st_gid)
+    t('root reads a 0600 file of its own', lambda: readall(j(d, 'rootonly')))
+    os.chown(j(d, 'ro', 'existing'), 1000, 1000)
+    os.chmod(j(d, 'ro', 'existing'), 0o000)
+    t('root reads a mode 000 file of uid 1000', lambda: readall(j(d, 'ro', 'existing')))
+
+
+def s_perm_user(d):
+    """Run as uid 1000, gid 1000, no supplementary groups, after s_perm_root."""
+    t('whoami', lambda: (os.getuid(), os.getgid(), os.getgroups()))
+    t('read a 0600 root file', readall, j(d, 'rootonly'))
+    t('read a 0644 root file', readall, j(d, 'shared'))
+    t('open a 0644 root file for writing', os.open, j(d, 'shared'), os.O_WRONLY)
+    t('O_TRUNC a 0644 root file', os.open, j(d, 'shared'), os.O_WRONLY | os.O_TRUNC)
+    t('truncate(2) a 0644 root file', os.truncate, j(d, 'shared'), 0)
+    t('write a 0666 root file', lambda: (write(j(d, 'open'), b'changed'), readall(j(d, 'open')))[1])
+    t('access R_OK, W_OK of a 0644 root file', lambda: (os.access(j(d, 'shared'), os.R_OK), os.access(j(d, 'shared'), os.W_OK)))
+    t('access of a 0600 root file', lambda: (os.access(j(d, 'rootonly'), os.R_OK), os.access(j(d, 'rootonly'), os.F_OK)))
+    t('create in a 0755 root directory', create, j(d, 'ro', 'new'))
+    t('mkdir in a 0755 root directory', os.mkdir, j(d, 'ro', 'newdir'))
+    t('unlink in a 0755 root directory', os.unlink, j(d, 'ro', 'existing'))
+    t('rename out of a 0755 root directory', os.rename, j(d, 'ro', 'existing'), j(d, 'sticky', 'moved'))
+    t('read a mode 000 file of its own', readall, j(d, 'ro', 'existing'))
+    t('chmod a root file', os.chmod, j(d, 'shared'), 0o666)
+    t('chown a root file', os.chown, j(d, 'shared'), 1000, 1000)
+    t('chown its own file to root', os.chown, j(d, 'userfile'), 0, -1)
+    t('chgrp its own file to a group it is not in', os.chown, j(d, 'userfile'), -1, 0)
+    t('chgrp its own file to its group', lambda: (os.chown(j(d, 'userfile'), -1, 1000), os.stat(j(d, 'userfile')).st_gid)[1])
+    t('chmod its own file', lambda: (os.chmod(j(d, 'userfile'), 0o640), oct(os.stat(j(d, 'userfile')).st_mode & 0o7777))[1])
+    t('non-root chmod g+s of its file in a group it is not in', lambda: (os.chmod(j(d, 'othergrp'), 0o2640), oct(os.stat(j(d, 'othergrp')).st_mode & 0o7777))[1])
+    t('non-root chmod g+s of its file in its group', lambda: (os.chmod(j(d, 'userfile'), 0o2640), oct(os.stat(j(d, 'userfile')).st_mode & 0o7777))[1])
+    t('explicit times on a 0666 root file', lambda: os.utime(j(d, 'open'), ns=(1, 1)))
+    t('explicit times on its own file', lambda: (os.utime(j(d, 'userfile'), ns=(5, 7)), os.stat(j(d, 'userfile')).st_mtime_ns)[1])
+    t('sticky: unlink a root file', os.unlink, j(d, 'sticky', 'rootfile'))
+    t('sticky: rename a root file', os.rename, j(d, 'sticky', 'rootfile'), j(d, 'sticky', 'mine'))
+    t('sticky: rename onto a root file', lambda: (create(j(d, 'sticky', 'own')), os.rename(j(d, 'sticky', 'own'), j(d, 'sticky', 'rootfile')))[1])
+    t('sticky: write a 0666 root file', lambda: (write(j(d, 'sticky', 'rootfile'), b'w'), readall(j(d, 'sticky', 'rootfile')))[1])
+    t('sticky: create and unlink its own file', lambda: (create(j(d, 'sticky', 'own2')), os.unlink(j(d, 'sticky', 'own2')), os.path.exists(j(d, 'sticky', 'own2')))[2])
+    t('setxattr user.* on a 0644 root file', os.setxattr, j(d, 'shared'), 'user.u', b'1')
+    t('setxattr user.* on its own file', lambda: (os.setxattr(j(d, 'userfile'), 'user.u', b'1'), os.getxattr(j(d, 'userfile'), 'user.u'))[1])
+    t('getxattr on a 0600 root file', os.getxattr, j(d, 'rootonly'), 'user.u')
+    t('listdir of a 0755 root directory', lambda: sorted(os.listdir(j(d, 'ro'))))
+
+
+def s_layout_user(d):
+    """Granary only, as uid 1000 after s_perm_root and s_perm_user: the granary.layout xattr."""
+    e = j(d, 'sticky', 'empty')
+    t('get granary.layout of a root directory', lambda: b'stripe_size=' in os.getxattr(j(d, 'ro'), 'granary.layout'))
+    t('set granary.layout of a root directory', os.setxattr, j(d, 'ro'), 'granary.layout', b'stripe_size=65536')
+    t('set granary.layout of its own file with data', os.setxattr, j(d, 'userfile'), 'granary.layout', b'stripe_size=65536')
+    t('set granary.layout of its own empty file', lambda: (create(e), os.setxattr(e, 'granary.layout', b'stripe_size=131072'), b'stripe_size=131072 ' in os.getxattr(e, 'granary.layout'))[2])
+    t('set a bad granary.layout', os.setxattr, e, 'granary.layout', b'stripe_size=1000')
+
+
+def s_utime_user(d):
+    """As uid 1000 after s_perm_root: UTIME_NOW needs write permission, not ownership."""
+    t('UTIME_NOW on a 0666 root file', lambda: os.utime(j(d, 'open')))
+    t('UTIME_NOW on a 0644 root file', os.utime, j(d, 'shared'))
+
+
+# ------------------------------------------------------------------ xattrs
+
+def s_xattr(d):
+    p = j(d, 'f')
+    write(p, b'x')
+    os.mkdir(j(d, 'dir'))
+    t('getxattr of an absent name', os.getxattr, p, 'user.a')
+    t('setxattr', os.setxattr, p, 'user.a', b'1')
+    t('getxattr', os.getxattr, p, 'user.a')
+    t('XATTR_CREATE of an existing name', os.setxattr, p, 'user.a', b'2', os.XATTR_CREATE)
+    t('XATTR_REPLACE of an absent name', os.setxattr, p, 'user.b', b'2', os.XATTR_REPLACE)
+    t('XATTR_REPLACE of an existing name', lambda: (os.setxattr(p, 'user.a', b'22', os.XATTR_REPLACE), os.getxattr(p, 'user.a'))[1])
+    t('XATTR_CREATE of an absent name', lambda: (os.setxattr(p, 'user.b', b'', os.XATTR_CREATE), os.getxattr(p, 'user.b'))[1])
+    t('binary value', lambda: (os.setxattr(p, 'user.bin', bytes(range(256))), os.getxattr(p, 'user.bin') == bytes(range(256)))[1])
+    t('listxattr', lambda: sorted(os.listxattr(p)))
+    t('removexattr', lambda: (os.removexattr(p, 'user.a'), sorted(os.listxattr(p)))[1])
+    t('removexattr of an absent name', os.removexattr, p, 'user.a')
+    t('255-byte name', lambda: (os.setxattr(p, 'user.' + 'n' * 250, b'v'), os.getxattr(p, 'user.' + 'n' * 250))[1])
+    t('256-byte name', os.setxattr, p, 'user.' + 'n' * 251, b'v')
+    t('directory xattr', lambda: (os.setxattr(j(d, 'dir'), 'user.d', b'dv'), os.getxattr(j(d, 'dir'), 'user.d'), os.listxattr(j(d, 'dir')))[1:])
+    t('xattr of a missing file', os.getxattr, j(d, 'nope'), 'user.a')
+    t('unknown namespace', os.setxattr, p, 'bogus.a', b'1')
+    buf = ctypes.create_string_buffer(1)
+    os.setxattr(p, 'user.long', b'0123456789')
+    t('getxattr into a small buffer', lambda: check(-1 if LIBC.getxattr(p.encode(), b'user.long', buf, ctypes.c_size_t(1)) < 0 else 0))
+    t('getxattr size query', lambda: LIBC.getxattr(p.encode(), b'user.long', None, ctypes.c_size_t(0)))
+    t('listxattr into a small buffer', lambda: check(-1 if LIBC.listxattr(p.encode(), buf, ctypes.c_size_t(1)) < 0 else 0))
+    t('xattrs survive a rename', lambda: (os.rename(p, j(d, 'g')), os.getxattr(j(d, 'g'), 'user.long'))[1])
+
+
+def s_xattr_limits(d):
+    """Granary only: value sizes (local ext4 limits them to a block)."""
+    p = j(d, 'f')
+    write(p, b'x')
+    t('64 KiB value', lambda: (os.setxattr(p, 'user.big', b'v' * 65536), len(os.getxattr(p, 'user.big')))[1])
+    t('64 KiB + 1 value', os.setxattr, p, 'user.bigger', b'v' * 65537)
+    t('system.posix_acl_access', os.setxattr, p, 'system.posix_acl_access', b'\x02\x00\x00\x00')
+    t('granary.layout is not listed', lambda: sorted(os.listxattr(p)))
+
+
+# ------------------------------------------------------------------ statfs, mmap, readdir, unsupported
+
+def s_statfs(d):
+    v = os.statvfs(d)
+    t('f_blocks * f_frsize (1 PiB)', lambda: v.f_blocks * v.f_frsize)
+    t('f_blocks >= f_bfree >= f_bavail', lambda: v.f_blocks >= v.f_bfree >= v.f_bavail)
+    t('f_files >= f_ffree', lambda: (v.f_files >= v.f_ffree, v.f_ffree > 0))
+    t('f_bsize, f_namemax', lambda: (v.f_bsize > 0, v.f_namemax))
+    write(j(d, 'two-mib'), data(2 * 1024 * 1024, 3))
+    for i in range(20):
+        create(j(d, 'i%d' % i))
+    w = os.statvfs(d)
+    t('f_bfree drops by at least 2 MiB after writing 2 MiB', lambda: (v.f_bfree - w.f_bfree) * w.f_frsize >= 2 * 1024 * 1024)
+    t('f_ffree drops by at least 21 after 21 creates', lambda: v.f_ffree - w.f_ffree >= 21)
+    t('f_files - f_ffree grows by at least 21', lambda: (w.f_files - w.f_ffree) - (v.f_files - v.f_ffree) >= 21)
+
+
+def s_mmap(d):
+    b = data(3 * 1024 * 1024 + 17, 4)
+    p = j(d, 'm')
+    write(p, b)
+    fd = os.open(p, os.O_RDONLY)
+    m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+    t('mmap read', lambda: (len(m), sha(m[:]), m[65530:65540] == b[65530:65540], m[-17:] == b[-17:]))
+    m.close()
+    m = mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    m[0:4] = b'PRIV'
+    t('private mapping changes stay private', lambda: (m[0:4], readall(p)[:4] == b[:4]))
+    m.close()
+    os.close(fd)
+    try:
+        import numpy as np
+        a = np.memmap(p, dtype=np.uint8, mode='r')
+        t('numpy.memmap', lambda: (a.shape[0], int(a[:1024 * 1024].sum()) == sum(b[:1024 * 1024]), bytes(a[-5:]) == b[-5:]))
+        del a
+    except ImportError:
+        t('numpy.memmap', lambda: 'numpy missing')
+    fd = os.open(p, os.O_RDWR)
+    m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    m[100:105] = b'HELLO'
+    m[2 * 1024 * 1024:2 * 1024 * 1024 + 5] = b'WORLD'
+    m.flush()
+    m.close()
+    os.close(fd)
+    c = readall(p)
+    t('shared writable mapping is written back', lambda: (len(c), c[100:105], c[2 * 1024 * 1024:2 * 1024 * 1024 + 5], c[:100] == b[:100], c[105:2 * 1024 * 1024] == b[105:2 * 1024 * 1024]))
+
+
+def s_readdir(d):
+    n = 2000
+    names = ['e%04d-%s' % (i, 'x' * (i % 40)) for i in range(n)]
+    random.Random(5).shuffle(names)
+    for name in names:
+        os.mkdir(j(d, name))
+    got = os.listdir(d)
+    t('entries', lambda: (len(got), len(set(got)), set(got) == set(names)))
+    t('scandir types', lambda: sum(1 for e in os.scandir(d) if e.is_dir(follow_symlinks=False)))
+    t('nlink of the directory', lambda: os.stat(d).st_nlink)
+    for name in names[:500]:
+        os.rmdir(j(d, name))
+    got = os.listdir(d)
+    t('after removing 500', lambda: (len(got), set(got) == set(names[500:])))
+    t('listdir of a file', lambda: (create(j(d, 'file')), os.listdir(j(d, 'file')))[1])
+
+
+def s_listdir_order(d):
+    """Granary only: readdir returns names in byte order."""
+    got = os.listdir(d)
+    t('byte order', lambda: got == sorted(got, key=lambda s: s.encode()))
+
+
+def s_unsupported(d):
+    """Granary only: calls documented as unsupported or different."""
+    p = j(d, 'f')
+    write(p, b'x' * 10)
+    fd = os.open(p, os.O_RDWR)
+    LIBC.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    t('fallocate', lambda: check(LIBC.fallocate(fd, 0, 0, 4096)))
+    t('ioctl FS_IOC_GETFLAGS', lambda: fcntl.ioctl(fd, 0x80086601, b'\0' * 8) and None)
+    os.close(fd)
+    t('mkfifo', os.mkfifo, j(d, 'fifo'))
+    t('mknod of a character device', os.mknod, j(d, 'dev'), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    write(j(d, 'g'), b'g')
+    t('renameat2 RENAME_NOREPLACE onto an existing name', lambda: check(LIBC.renameat2(AT_FDCWD, p.encode(), AT_FDCWD, j(d, 'g').encode(), 1)))
+    t('renameat2 RENAME_NOREPLACE onto a new name', lambda: check(LIBC.renameat2(AT_FDCWD, p.encode(), AT_FDCWD, j(d, 'new').encode(), 1)))
+    t('renameat2 RENAME_EXCHANGE', lambda: check(LIBC.renameat2(AT_FDCWD, p.encode(), AT_FDCWD, j(d, 'g').encode(), 2)))
+    s = os.stat(p)
+    t('st_blocks = ceil(size/512)', lambda: s.st_blocks)
+    write(j(d, 'big'), b'', 0o644)
+    fd = os.open(j(d, 'big'), os.O_WRONLY)
+    os.pwrite(fd, b'x', 10 * 1024 * 1024)
+    os.close(fd)
+    t('st_blocks counts holes', lambda: os.stat(j(d, 'big')).st_blocks)
+    a0 = os.stat(p).st_atime_ns
+    readall(p)
+    t('reads do not update atime', lambda: os.stat(p).st_atime_ns == a0)
+    t('rmdir of the mount root', os.rmdir, sys.argv[3] if len(sys.argv) > 3 else d)
+
+
+if __name__ == '__main__':
+    globals()['s_' + sys.argv[1]](sys.argv[2])
