@@ -36,7 +36,8 @@ import org.slf4j.LoggerFactory;
  *   <li>{@link #startTransaction} (leader only) runs {@link KvApplier#prepare} and appends its
  *       result as the entry's log data.</li>
  *   <li>{@link #applyTransaction} applies one entry in one RocksDB write batch together with the
- *       entry's (term, index). An exception from the applier or RocksDB marks this peer failed and
+ *       entry's (term, index) and its reply (kept until a snapshot covers the entry, so that a
+ *       restarted peer replaying its log answers a retried call with the first reply). An exception from the applier or RocksDB marks this peer failed and
  *       is rethrown: Ratis' state machine updater then closes this peer (it never diverges).</li>
  *   <li>{@link #query} answers reads on a RocksDB snapshot.</li>
  *   <li>{@link #takeSnapshot} writes a RocksDB checkpoint to {@code sm/snapshots/snapshot.T_I};
@@ -178,15 +179,17 @@ public final class KvStateMachine extends BaseStateMachine {
                     // Already in the db: Ratis replays the log from its latest snapshot (from the
                     // start when there is none, e.g. after SIGKILL), but the db is durable on its
                     // own and records the last applied index. Skip without moving the applied
-                    // index backwards (BaseStateMachine asserts it only grows).
+                    // index backwards (BaseStateMachine asserts it only grows), and answer with
+                    // the reply recorded when the entry was applied: Ratis puts it in its retry
+                    // cache, where a client still retrying this call finds it.
                     LOG.debug("{}: entry {} already applied (db at {}), skipping", getId(), index, db.lastAppliedIndex());
-                    return CompletableFuture.completedFuture(Message.EMPTY);
+                    return replayedReply(db, index);
                 }
                 ByteString data = trx.getStateMachineLogEntry().getLogData();
                 KvTxn txn = db.newTxn();
                 try {
                     reply = applier.apply(index, data.toByteArray(), txn);
-                    db.commit(txn, term, index);
+                    db.commit(txn, term, index, reply == null ? new byte[0] : reply);
                 } catch (Throwable t) {
                     db.abort(txn);
                     throw t;
@@ -206,6 +209,21 @@ public final class KvStateMachine extends BaseStateMachine {
         }
         return CompletableFuture.completedFuture(
                 Message.valueOf(UnsafeByteOperations.unsafeWrap(reply == null ? new byte[0] : reply)));
+    }
+
+    /**
+     * The reply of an entry replayed over a db that already holds it: the one recorded when it was
+     * applied. None is kept for entries a snapshot covers (Ratis never replays those) or applied
+     * before replies were recorded: the retry then fails with a clear error rather than getting
+     * a made-up success.
+     */
+    private CompletableFuture<Message> replayedReply(RocksKv db, long index) {
+        byte[] stored = db.reply(index);
+        if (stored != null) {
+            return CompletableFuture.completedFuture(Message.valueOf(UnsafeByteOperations.unsafeWrap(stored)));
+        }
+        return CompletableFuture.failedFuture(new IOException("the reply of log entry " + index
+                + " (applied before " + getId() + " restarted) is not kept; its outcome must be read back"));
     }
 
     /** Entries without a mutation (no-op, configuration): recorded as applied in the db too. */
@@ -279,6 +297,8 @@ public final class KvStateMachine extends BaseStateMachine {
                 }
                 storage.reloadLatest();
                 storage.deleteOldSnapshots(CheckpointSnapshotStorage.SNAPSHOTS_RETAINED);
+                // A restart replays only the entries after this snapshot: older replies are not needed.
+                db.deleteRepliesThrough(index);
                 LOG.info("{}: took snapshot {} at ({}, {})", getId(), dir.getFileName(), term, index);
                 return index;
             }

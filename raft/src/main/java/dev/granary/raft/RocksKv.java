@@ -51,6 +51,12 @@ public final class RocksKv implements KvReader, AutoCloseable {
     /** Reserved key in {@link #DEFAULT_CF}: 16 bytes, big-endian term then log index. */
     static final byte[] LAST_APPLIED_KEY = "granary.raft.lastApplied".getBytes(StandardCharsets.UTF_8);
 
+    /**
+     * Prefix of reserved keys in {@link #DEFAULT_CF}: {@code prefix + index (8 bytes, big-endian)}
+     * holds the reply of the entry applied at that log index, kept until a snapshot covers it.
+     */
+    static final byte[] REPLY_PREFIX = "granary.raft.reply/".getBytes(StandardCharsets.UTF_8);
+
     /** Block cache shared by all column families of one database, bytes. */
     private static final long BLOCK_CACHE_BYTES = 32L << 20;
     /** Memtable size per column family, bytes. */
@@ -257,6 +263,14 @@ public final class RocksKv implements KvReader, AutoCloseable {
      * @throws KvStoreException on a RocksDB write error
      */
     public void commit(KvTxn txn, long term, long logIndex) {
+        commit(txn, term, logIndex, null);
+    }
+
+    /**
+     * As {@link #commit(KvTxn, long, long)}, and records {@code reply} (when not null) as the
+     * reply of the entry at {@code logIndex} in the same write batch (see {@link #reply}).
+     */
+    public void commit(KvTxn txn, long term, long logIndex, byte[] reply) {
         Txn t = ownTxn(txn);
         lock.readLock().lock();
         try {
@@ -267,6 +281,9 @@ public final class RocksKv implements KvReader, AutoCloseable {
                             + " does not advance the last applied index " + lastAppliedIndex);
                 }
                 t.batch.put(handle(DEFAULT_CF), LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
+                if (reply != null) {
+                    t.batch.put(handle(DEFAULT_CF), replyKey(logIndex), reply);
+                }
                 db.write(writeOptions, t.batch);
                 lastAppliedTerm = term;
                 lastAppliedIndex = logIndex;
@@ -285,6 +302,40 @@ public final class RocksKv implements KvReader, AutoCloseable {
      */
     public void markApplied(long term, long logIndex) {
         commit(newTxn(), term, logIndex);
+    }
+
+    /**
+     * The reply recorded with the entry at {@code logIndex} by {@link #commit(KvTxn, long, long, byte[])},
+     * or null when none is kept (none recorded, or deleted by {@link #deleteRepliesThrough}).
+     */
+    public byte[] reply(long logIndex) {
+        lock.readLock().lock();
+        try {
+            return ensureOpenDb().get(handle(DEFAULT_CF), replyKey(logIndex));
+        } catch (RocksDBException e) {
+            throw rocksError("read of the reply of log index " + logIndex, e);
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /** Deletes the recorded replies of every entry up to and including {@code logIndex}. */
+    public void deleteRepliesThrough(long logIndex) {
+        if (logIndex < 0) {
+            return;
+        }
+        lock.readLock().lock();
+        try {
+            ensureOpenDb().deleteRange(handle(DEFAULT_CF), writeOptions, replyKey(0), replyKey(logIndex + 1));
+        } catch (RocksDBException e) {
+            throw rocksError("delete of replies through log index " + logIndex, e);
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    static byte[] replyKey(long logIndex) {
+        return ByteBuffer.allocate(REPLY_PREFIX.length + 8).put(REPLY_PREFIX).putLong(logIndex).array();
     }
 
     /** Discards {@code txn} without writing. Idempotent. */

@@ -91,6 +91,30 @@ class RocksKvTest {
     }
 
     @Test
+    void repliesAreKeptWithTheirEntryUntilDeletedThroughASnapshotIndex() {
+        Path dir = tmp.resolve("db");
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            for (long i = 1; i <= 5; i++) {
+                KvTxn t = kv.newTxn();
+                t.put("inodes", b("k" + i), b("v"));
+                kv.commit(t, 1, i, b("reply-" + i));
+            }
+            kv.markApplied(1, 6); // a no-op entry: no reply
+            assertArrayEquals(b("reply-3"), kv.reply(3));
+            assertNull(kv.reply(6));
+        }
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            assertArrayEquals(b("reply-5"), kv.reply(5), "durable with the entry");
+            kv.deleteRepliesThrough(3);
+            assertNull(kv.reply(1));
+            assertNull(kv.reply(3));
+            assertArrayEquals(b("reply-4"), kv.reply(4));
+            assertEquals(6, kv.lastAppliedIndex(), "the last-applied record is not a reply");
+            assertEquals(List.of("k1=v", "k2=v", "k3=v", "k4=v", "k5=v"), keys(kv.seek("inodes", new byte[0])));
+        }
+    }
+
+    @Test
     void checkpointOpensAsADbWithTheSameData() {
         Path cp = tmp.resolve("cp");
         try (RocksKv kv = RocksKv.open(tmp.resolve("db"), CFS)) {
