@@ -2,10 +2,15 @@ package dev.granary.raft;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.RaftClientReply;
 import org.junit.jupiter.api.Test;
@@ -111,6 +116,39 @@ class RetryCacheTest {
             }
         } finally {
             RaftKvServer.snapshotOnStop = true;
+        }
+    }
+
+    /**
+     * Peers that accept connections but never answer (paused, SIGSTOP): every attempt waits for the
+     * request timeout. The retry budget must still bound the whole call. Regression: the budget only
+     * counted the sleeps between attempts, so a 4 s budget blocked for about 23 s (60 s: ~3 min).
+     */
+    @Test
+    void retryBudgetBoundsTheWholeCallWhenPeersDoNotAnswer() throws Exception {
+        List<ServerSocket> holes = new ArrayList<>();
+        List<PeerSpec> peers = new ArrayList<>();
+        try {
+            for (int i = 0; i < 3; i++) {
+                ServerSocket hole = new ServerSocket(0, 50, InetAddress.getLoopbackAddress()); // never accepts
+                holes.add(hole);
+                peers.add(new PeerSpec("h" + i, "127.0.0.1:" + hole.getLocalPort()));
+            }
+            Duration budget = Duration.ofSeconds(4);
+            long t0 = System.nanoTime();
+            try (RaftKvClient c = new RaftKvClient("blackhole", peers, budget)) {
+                RaftUnavailableException e = assertThrows(RaftUnavailableException.class,
+                        () -> c.write("put a b".getBytes(UTF_8)));
+                assertTrue(e.getMessage().contains("blackhole"), e.getMessage());
+            }
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            System.out.println("UNAVAILABLE_AFTER_MS=" + ms + " (budget " + budget.toMillis() + " ms)");
+            assertTrue(ms <= RaftKvClient.maxCallDuration(budget).toMillis() + 2_000,
+                    "a call gives up within its budget plus one request timeout and one sleep; took " + ms + " ms");
+        } finally {
+            for (ServerSocket h : holes) {
+                h.close();
+            }
         }
     }
 }
