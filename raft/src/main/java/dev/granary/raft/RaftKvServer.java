@@ -7,6 +7,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -65,6 +66,13 @@ public final class RaftKvServer implements AutoCloseable {
      */
     static volatile boolean snapshotOnStop = true;
 
+    /**
+     * How long the retry cache remembers a client call and its reply (Ratis' default: 60 s). It
+     * must outlast every retry of a call, or a late retry is applied a second time: a
+     * {@link RaftKvClient} call with the default 60 s budget may retry for up to 65 s.
+     */
+    static final Duration RETRY_CACHE_EXPIRY = Duration.ofMinutes(2);
+
     /** Ratis properties for this peer (exposed for tests and tuning). */
     RaftProperties properties() {
         RaftProperties p = new RaftProperties();
@@ -84,6 +92,8 @@ public final class RaftKvServer implements AutoCloseable {
         // Linearizable reads served by the leader under its lease (Raft thesis 6.4.1): no heartbeat
         // round per read while the leader heard from a majority within 0.9 x the min election timeout.
         RaftServerConfigKeys.Read.setLeaderLeaseEnabled(p, true);
+        RaftServerConfigKeys.RetryCache.setExpiryTime(p,
+                TimeDuration.valueOf(RETRY_CACHE_EXPIRY.toMillis(), TimeUnit.MILLISECONDS));
         // Send new entries to followers at once instead of batching for up to 10 ms (metadata latency).
         RaftServerConfigKeys.Log.Appender.setWaitTimeMin(p, TimeDuration.valueOf(0, TimeUnit.MILLISECONDS));
 

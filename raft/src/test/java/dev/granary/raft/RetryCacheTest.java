@@ -11,8 +11,10 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.RaftClientReply;
+import org.apache.ratis.server.RaftServerConfigKeys;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -150,5 +152,15 @@ class RetryCacheTest {
                 h.close();
             }
         }
+    }
+
+    /** The retry cache must remember a call for longer than its client may keep retrying it. */
+    @Test
+    void retryCacheOutlivesTheClientsRetries() {
+        List<PeerSpec> peers = List.of(new PeerSpec("a", "127.0.0.1:1"));
+        RaftKvServer s = new RaftKvServer(RaftServerConfig.of("a", peers, "n", tmp.resolve("a")), new MapApplier(false));
+        Duration expiry = Duration.ofMillis(RaftServerConfigKeys.RetryCache.expiryTime(s.properties()).toLong(TimeUnit.MILLISECONDS));
+        Duration longestCall = RaftKvClient.maxCallDuration(RaftKvClient.DEFAULT_RETRY_BUDGET);
+        assertTrue(expiry.compareTo(longestCall) > 0, "retry cache expiry " + expiry + " vs longest call " + longestCall);
     }
 }
