@@ -67,11 +67,12 @@ public final class RaftKvServer implements AutoCloseable {
     static volatile boolean snapshotOnStop = true;
 
     /**
-     * How long the retry cache remembers a client call and its reply (Ratis' default: 60 s). It
-     * must outlast every retry of a call, or a late retry is applied a second time: a
-     * {@link RaftKvClient} call with the default 60 s budget may retry for up to 65 s.
+     * How long Ratis' in-memory retry cache remembers a client call and its reply (Ratis' default:
+     * 60 s). It must outlast every retry of a call: a {@link RaftKvClient} call with the default
+     * 60 s budget may retry for up to 65 s. The state machine remembers calls as long
+     * ({@link KvStateMachine#CALL_MEMORY}), also across restarts.
      */
-    static final Duration RETRY_CACHE_EXPIRY = Duration.ofMinutes(2);
+    static final Duration RETRY_CACHE_EXPIRY = KvStateMachine.CALL_MEMORY;
 
     /** Ratis properties for this peer (exposed for tests and tuning). */
     RaftProperties properties() {

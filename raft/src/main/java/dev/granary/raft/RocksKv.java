@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
@@ -52,10 +53,29 @@ public final class RocksKv implements KvReader, AutoCloseable {
     static final byte[] LAST_APPLIED_KEY = "granary.raft.lastApplied".getBytes(StandardCharsets.UTF_8);
 
     /**
-     * Prefix of reserved keys in {@link #DEFAULT_CF}: {@code prefix + index (8 bytes, big-endian)}
-     * holds the reply of the entry applied at that log index, kept until a snapshot covers it.
+     * Prefix of reserved keys in {@link #DEFAULT_CF}: {@code prefix + call id} (a client id and
+     * call id, see {@link Call}) holds the call's stamp (8 bytes, big-endian ns) and reply.
      */
-    static final byte[] REPLY_PREFIX = "granary.raft.reply/".getBytes(StandardCharsets.UTF_8);
+    static final byte[] CALL_PREFIX = "granary.raft.call/".getBytes(StandardCharsets.UTF_8);
+    /** Prefix of the expiry index of calls in {@link #DEFAULT_CF}: {@code prefix + stamp + call id}, empty value. */
+    static final byte[] CALL_AT_PREFIX = "granary.raft.callAt/".getBytes(StandardCharsets.UTF_8);
+    /** Expired calls deleted per commit at most (the rest go with later commits). */
+    private static final int EXPIRED_CALLS_PER_COMMIT = 256;
+
+    /**
+     * A client call applied by a commit, remembered so that a retry of it is answered with
+     * {@code reply} instead of being applied again.
+     *
+     * @param id the client's id and the call's id (any bytes unique per call)
+     * @param stampNanos the leader's clock when the call was appended, ns; calls are forgotten by it
+     * @param reply what the call answered
+     */
+    public record Call(byte[] id, long stampNanos, byte[] reply) {
+        public Call {
+            Objects.requireNonNull(id, "id");
+            Objects.requireNonNull(reply, "reply");
+        }
+    }
 
     /** Block cache shared by all column families of one database, bytes. */
     private static final long BLOCK_CACHE_BYTES = 32L << 20;
@@ -263,14 +283,15 @@ public final class RocksKv implements KvReader, AutoCloseable {
      * @throws KvStoreException on a RocksDB write error
      */
     public void commit(KvTxn txn, long term, long logIndex) {
-        commit(txn, term, logIndex, null);
+        commit(txn, term, logIndex, null, Long.MIN_VALUE);
     }
 
     /**
-     * As {@link #commit(KvTxn, long, long)}, and records {@code reply} (when not null) as the
-     * reply of the entry at {@code logIndex} in the same write batch (see {@link #reply}).
+     * As {@link #commit(KvTxn, long, long)}, and in the same write batch remembers {@code call}
+     * (when not null; see {@link #callReply}) and forgets calls stamped before
+     * {@code forgetBeforeNanos} (a bounded number per commit, oldest first).
      */
-    public void commit(KvTxn txn, long term, long logIndex, byte[] reply) {
+    public void commit(KvTxn txn, long term, long logIndex, Call call, long forgetBeforeNanos) {
         Txn t = ownTxn(txn);
         lock.readLock().lock();
         try {
@@ -280,9 +301,13 @@ public final class RocksKv implements KvReader, AutoCloseable {
                     throw new IllegalArgumentException("log index " + logIndex
                             + " does not advance the last applied index " + lastAppliedIndex);
                 }
-                t.batch.put(handle(DEFAULT_CF), LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
-                if (reply != null) {
-                    t.batch.put(handle(DEFAULT_CF), replyKey(logIndex), reply);
+                ColumnFamilyHandle meta = handle(DEFAULT_CF);
+                t.batch.put(meta, LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
+                forgetCalls(t.batch, forgetBeforeNanos);
+                if (call != null) {
+                    byte[] stamp = ByteBuffer.allocate(8).putLong(call.stampNanos()).array();
+                    t.batch.put(meta, concat(CALL_PREFIX, call.id()), concat(stamp, call.reply()));
+                    t.batch.put(meta, concat(CALL_AT_PREFIX, stamp, call.id()), new byte[0]);
                 }
                 db.write(writeOptions, t.batch);
                 lastAppliedTerm = term;
@@ -304,38 +329,59 @@ public final class RocksKv implements KvReader, AutoCloseable {
         commit(newTxn(), term, logIndex);
     }
 
-    /**
-     * The reply recorded with the entry at {@code logIndex} by {@link #commit(KvTxn, long, long, byte[])},
-     * or null when none is kept (none recorded, or deleted by {@link #deleteRepliesThrough}).
-     */
-    public byte[] reply(long logIndex) {
-        lock.readLock().lock();
-        try {
-            return ensureOpenDb().get(handle(DEFAULT_CF), replyKey(logIndex));
-        } catch (RocksDBException e) {
-            throw rocksError("read of the reply of log index " + logIndex, e);
-        } finally {
-            lock.readLock().unlock();
-        }
-    }
-
-    /** Deletes the recorded replies of every entry up to and including {@code logIndex}. */
-    public void deleteRepliesThrough(long logIndex) {
-        if (logIndex < 0) {
+    /** Adds to {@code batch} the deletion of calls stamped before {@code beforeNanos}, oldest first. */
+    private void forgetCalls(WriteBatchWithIndex batch, long beforeNanos) throws RocksDBException {
+        if (beforeNanos == Long.MIN_VALUE) {
             return;
         }
+        ColumnFamilyHandle meta = handle(DEFAULT_CF);
+        try (ReadOptions ro = new ReadOptions(); RocksIterator it = db.newIterator(meta, ro)) {
+            int n = 0;
+            for (it.seek(CALL_AT_PREFIX); it.isValid() && n < EXPIRED_CALLS_PER_COMMIT; it.next(), n++) {
+                byte[] k = it.key();
+                if (!startsWith(k, CALL_AT_PREFIX) || k.length < CALL_AT_PREFIX.length + 8) {
+                    break;
+                }
+                long stamp = ByteBuffer.wrap(k, CALL_AT_PREFIX.length, 8).getLong();
+                if (stamp >= beforeNanos) {
+                    break;
+                }
+                batch.delete(meta, k);
+                batch.delete(meta, concat(CALL_PREFIX, Arrays.copyOfRange(k, CALL_AT_PREFIX.length + 8, k.length)));
+            }
+        }
+    }
+
+    /**
+     * The reply of call {@code callId} if a commit remembered it and it is not forgotten yet
+     * (see {@link #commit(KvTxn, long, long, Call, long)}), else null.
+     */
+    public byte[] callReply(byte[] callId) {
         lock.readLock().lock();
         try {
-            ensureOpenDb().deleteRange(handle(DEFAULT_CF), writeOptions, replyKey(0), replyKey(logIndex + 1));
+            byte[] v = ensureOpenDb().get(handle(DEFAULT_CF), concat(CALL_PREFIX, callId));
+            return v == null ? null : Arrays.copyOfRange(v, 8, v.length);
         } catch (RocksDBException e) {
-            throw rocksError("delete of replies through log index " + logIndex, e);
+            throw rocksError("read of a remembered call", e);
         } finally {
             lock.readLock().unlock();
         }
     }
 
-    static byte[] replyKey(long logIndex) {
-        return ByteBuffer.allocate(REPLY_PREFIX.length + 8).put(REPLY_PREFIX).putLong(logIndex).array();
+    private static byte[] concat(byte[]... parts) {
+        int n = 0;
+        for (byte[] p : parts) {
+            n += p.length;
+        }
+        ByteBuffer b = ByteBuffer.allocate(n);
+        for (byte[] p : parts) {
+            b.put(p);
+        }
+        return b.array();
+    }
+
+    private static boolean startsWith(byte[] a, byte[] prefix) {
+        return a.length >= prefix.length && Arrays.equals(a, 0, prefix.length, prefix, 0, prefix.length);
     }
 
     /** Discards {@code txn} without writing. Idempotent. */

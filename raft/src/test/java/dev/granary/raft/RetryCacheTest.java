@@ -122,6 +122,40 @@ class RetryCacheTest {
     }
 
     /**
+     * Ratis' retry cache lives in memory: a clean restart (which takes a snapshot on stop, so
+     * nothing is replayed) or a snapshot install leaves it empty. The call must still be applied
+     * once. Regression: the retry was appended again and applied a second time ("ok 9 old").
+     */
+    @Test
+    void retryAfterACleanRestartOfEveryPeerReturnsTheFirstReply() throws Exception {
+        TestCluster cl = new TestCluster(tmp, "clean", 3, 10_000, 8L << 20).startAll();
+        byte[] put = "put k v1".getBytes(UTF_8);
+        ClientId id = ClientId.randomId();
+        String first;
+        try (RawCall raw = new RawCall(cl.name, cl.peers, id)) {
+            cl.awaitLeader(WAIT);
+            first = text(raw.sendToLeader(cl.peers, 9, put, WAIT));
+            long index = Long.parseLong(first.split(" ")[1]);
+            for (RaftKvServer s : cl.servers) {
+                TestCluster.awaitTrue(s.peerId() + " applied " + index, WAIT, () -> s.lastAppliedIndex() >= index);
+            }
+        } finally {
+            cl.close(); // clean stop: each peer takes a snapshot at its last applied entry
+        }
+        try (cl; RawCall raw = new RawCall(cl.name, cl.peers, id); RaftKvClient c = cl.client()) {
+            cl.startAll();
+            for (RaftKvServer s : cl.servers) {
+                assertTrue(s.latestSnapshotIndex() >= Long.parseLong(first.split(" ")[1]), s.peerId() + " snapshot");
+            }
+            cl.awaitLeader(WAIT);
+            assertEquals(first, text(raw.sendToLeader(cl.peers, 9, put, WAIT)), "retry after the clean restart");
+            assertEquals("1", new String(c.read("count".getBytes(UTF_8)), UTF_8));
+            String again = new String(c.write(put), UTF_8);
+            assertTrue(again.endsWith(" old"), "a new call is applied: " + again);
+        }
+    }
+
+    /**
      * Peers that accept connections but never answer (paused, SIGSTOP): every attempt waits for the
      * request timeout. The retry budget must still bound the whole call. Regression: the budget only
      * counted the sleeps between attempts, so a 4 s budget blocked for about 23 s (60 s: ~3 min).

@@ -91,25 +91,28 @@ class RocksKvTest {
     }
 
     @Test
-    void repliesAreKeptWithTheirEntryUntilDeletedThroughASnapshotIndex() {
+    void callsAreRememberedWithTheirEntryUntilForgottenByStamp() {
         Path dir = tmp.resolve("db");
         try (RocksKv kv = RocksKv.open(dir, CFS)) {
             for (long i = 1; i <= 5; i++) {
                 KvTxn t = kv.newTxn();
                 t.put("inodes", b("k" + i), b("v"));
-                kv.commit(t, 1, i, b("reply-" + i));
+                kv.commit(t, 1, i, new RocksKv.Call(b("call-" + i), 1000 * i, b("reply-" + i)), Long.MIN_VALUE);
             }
-            kv.markApplied(1, 6); // a no-op entry: no reply
-            assertArrayEquals(b("reply-3"), kv.reply(3));
-            assertNull(kv.reply(6));
+            kv.markApplied(1, 6); // a no-op entry: no call
+            assertArrayEquals(b("reply-3"), kv.callReply(b("call-3")));
+            assertNull(kv.callReply(b("call-6")));
         }
         try (RocksKv kv = RocksKv.open(dir, CFS)) {
-            assertArrayEquals(b("reply-5"), kv.reply(5), "durable with the entry");
-            kv.deleteRepliesThrough(3);
-            assertNull(kv.reply(1));
-            assertNull(kv.reply(3));
-            assertArrayEquals(b("reply-4"), kv.reply(4));
-            assertEquals(6, kv.lastAppliedIndex(), "the last-applied record is not a reply");
+            assertArrayEquals(b("reply-5"), kv.callReply(b("call-5")), "durable with the entry");
+            KvTxn t = kv.newTxn();
+            // Forget calls stamped before 3500: calls 1..3.
+            kv.commit(t, 1, 7, new RocksKv.Call(b("call-7"), 7000, b("reply-7")), 3500);
+            assertNull(kv.callReply(b("call-1")));
+            assertNull(kv.callReply(b("call-3")));
+            assertArrayEquals(b("reply-4"), kv.callReply(b("call-4")));
+            assertArrayEquals(b("reply-7"), kv.callReply(b("call-7")));
+            assertEquals(7, kv.lastAppliedIndex(), "the last-applied record is not a call");
             assertEquals(List.of("k1=v", "k2=v", "k3=v", "k4=v", "k5=v"), keys(kv.seek("inodes", new byte[0])));
         }
     }
