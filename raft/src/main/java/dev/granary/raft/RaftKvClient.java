@@ -2,8 +2,13 @@ package dev.granary.raft;
 
 import java.io.IOException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.RaftConfigKeys;
@@ -11,10 +16,13 @@ import org.apache.ratis.client.RaftClient;
 import org.apache.ratis.client.RaftClientConfigKeys;
 import org.apache.ratis.client.retry.RequestTypeDependentRetryPolicy;
 import org.apache.ratis.conf.RaftProperties;
+import org.apache.ratis.proto.RaftProtos.LogInfoProto;
 import org.apache.ratis.proto.RaftProtos.RaftClientRequestProto;
+import org.apache.ratis.protocol.GroupInfoReply;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientReply;
 import org.apache.ratis.protocol.RaftGroup;
+import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.protocol.exceptions.StateMachineException;
 import org.apache.ratis.retry.RetryPolicy;
 import org.apache.ratis.rpc.SupportedRpcType;
@@ -39,6 +47,7 @@ public final class RaftKvClient implements AutoCloseable {
     private final String clusterName;
     private final Duration retryBudget;
     private final RaftClient client;
+    private final RaftGroup group;
 
     /** A client with the default retry budget of 60 s. */
     public RaftKvClient(String clusterName, List<PeerSpec> peers) {
@@ -58,7 +67,7 @@ public final class RaftKvClient implements AutoCloseable {
         if (retryBudget.isNegative() || retryBudget.isZero()) {
             throw new IllegalArgumentException("retryBudget must be positive, got " + retryBudget);
         }
-        RaftGroup group = RaftGroups.group(clusterName, peers);
+        this.group = RaftGroups.group(clusterName, peers);
         this.clusterName = clusterName;
         this.retryBudget = retryBudget;
         RaftProperties p = new RaftProperties();
@@ -156,6 +165,39 @@ public final class RaftKvClient implements AutoCloseable {
         }
         return new RaftUnavailableException("raft " + op + " to cluster " + clusterName + " failed after retrying for about "
                 + retryBudget.toSeconds() + " s (no leader reachable?): " + e, e);
+    }
+
+    /**
+     * Asks every peer, in parallel, for its role and log indices (one request per peer, no retry;
+     * a peer that is down or paused is reported {@link PeerStatus#UNREACHABLE} after at most the
+     * request timeout). In the group's peer order. For {@code granary status}, tests and diagnostics.
+     */
+    public List<PeerStatus> peerStatus() {
+        // Own threads: the common pool may be tiny (1 thread on 2 cores) and needed by in-process servers.
+        try (ExecutorService ask = Executors.newVirtualThreadPerTaskExecutor()) {
+            List<CompletableFuture<PeerStatus>> asked = new ArrayList<>();
+            for (RaftPeer peer : group.getPeers()) {
+                asked.add(CompletableFuture.supplyAsync(() -> status(peer), ask));
+            }
+            return asked.stream().map(CompletableFuture::join).toList();
+        }
+    }
+
+    private PeerStatus status(RaftPeer peer) {
+        String id = peer.getId().toString();
+        try {
+            GroupInfoReply info = client.getGroupManagementApi(peer.getId()).info(group.getGroupId());
+            LogInfoProto log = info.getLogInfoProto();
+            return new PeerStatus(id, peer.getAddress(), info.getRoleInfoProto().getRole().name(),
+                    log.hasApplied() ? log.getApplied().getTerm() : -1,
+                    log.hasApplied() ? log.getApplied().getIndex() : -1,
+                    log.hasCommitted() ? log.getCommitted().getIndex() : -1,
+                    log.hasLastSnapshot() ? log.getLastSnapshot().getIndex() : -1,
+                    Optional.empty());
+        } catch (IOException | RuntimeException e) {
+            String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage().lines().findFirst().orElse("");
+            return new PeerStatus(id, peer.getAddress(), PeerStatus.UNREACHABLE, -1, -1, -1, -1, Optional.of(why));
+        }
     }
 
     /** Closes the client's connections. Idempotent. */
