@@ -104,6 +104,11 @@ public final class RaftKvServer implements AutoCloseable {
         RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, threshold);
         RaftServerConfigKeys.Snapshot.setCreationGap(p, Math.min(1024, threshold));
         RaftServerConfigKeys.Log.setPurgeUptoSnapshotIndex(p, true);
+        // Keep one threshold of entries before the snapshot: a peer that was down briefly (a
+        // restarted process) catches up through the log. Ratis 3.2.2 can also lose its log appender
+        // to a restarted peer when the entries that peer asks for were purged (the appender fails
+        // and is never restarted, see docs/ARCHITECTURE.md); keeping them makes that rarer.
+        RaftServerConfigKeys.Log.setPurgePreservationLogNum(p, threshold);
         RaftServerConfigKeys.Log.setPurgeGap(p, Math.min(1024, threshold));
         SizeInBytes segment = SizeInBytes.valueOf(config.logSegmentSizeMaxBytes());
         RaftServerConfigKeys.Log.setSegmentSizeMax(p, segment);
