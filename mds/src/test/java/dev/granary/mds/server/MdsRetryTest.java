@@ -56,7 +56,8 @@ class MdsRetryTest {
     private final MdsServer[] servers = new MdsServer[3];
 
     private RaftServerConfig config(int i) {
-        return RaftServerConfig.of("m" + i, peers, "retry", tmp.resolve("m" + i));
+        return RaftServerConfig.of("m" + i, peers, "retry", tmp.resolve("m" + i))
+                .withElectionTimeouts(Duration.ofMillis(500), Duration.ofMillis(1000));
     }
 
     private void startAll() {
