@@ -29,6 +29,7 @@ import org.rocksdb.ReadOptions;
 import org.rocksdb.RocksDB;
 import org.rocksdb.RocksDBException;
 import org.rocksdb.RocksIterator;
+import org.rocksdb.Slice;
 import org.rocksdb.Snapshot;
 import org.rocksdb.WriteBatchWithIndex;
 import org.rocksdb.WriteOptions;
@@ -99,6 +100,8 @@ public final class RocksKv implements KvReader, AutoCloseable {
     private final Set<NativeResource> openResources = Collections.newSetFromMap(new IdentityHashMap<>());
     private volatile long lastAppliedTerm;
     private volatile long lastAppliedIndex;
+    /** Where the next scan for expired calls starts (see {@link #forgetCalls}); null: at the start. */
+    private byte[] forgetCursor;
     private boolean closed;
 
     private RocksKv(Path dir, boolean syncCommits, DBOptions dbOptions, ColumnFamilyOptions cfOptions,
@@ -303,13 +306,21 @@ public final class RocksKv implements KvReader, AutoCloseable {
                 }
                 ColumnFamilyHandle meta = handle(DEFAULT_CF);
                 t.batch.put(meta, LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
-                forgetCalls(t.batch, forgetBeforeNanos);
+                byte[] forgotten = forgetCalls(t.batch, forgetBeforeNanos);
+                byte[] callAt = null;
                 if (call != null) {
                     byte[] stamp = ByteBuffer.allocate(8).putLong(call.stampNanos()).array();
+                    callAt = concat(CALL_AT_PREFIX, stamp, call.id());
                     t.batch.put(meta, concat(CALL_PREFIX, call.id()), concat(stamp, call.reply()));
-                    t.batch.put(meta, concat(CALL_AT_PREFIX, stamp, call.id()), new byte[0]);
+                    t.batch.put(meta, callAt, new byte[0]);
                 }
                 db.write(writeOptions, t.batch);
+                if (forgotten != null) {
+                    forgetCursor = forgotten;
+                }
+                if (callAt != null && forgetCursor != null && Arrays.compareUnsigned(callAt, forgetCursor) < 0) {
+                    forgetCursor = null; // stamped before the cursor (a leader's clock went back): scan from the start
+                }
                 lastAppliedTerm = term;
                 lastAppliedIndex = logIndex;
             }
@@ -329,27 +340,34 @@ public final class RocksKv implements KvReader, AutoCloseable {
         commit(newTxn(), term, logIndex);
     }
 
-    /** Adds to {@code batch} the deletion of calls stamped before {@code beforeNanos}, oldest first. */
-    private void forgetCalls(WriteBatchWithIndex batch, long beforeNanos) throws RocksDBException {
+    /**
+     * Adds to {@code batch} the deletion of calls stamped before {@code beforeNanos}, oldest first;
+     * returns the last expiry-index key deleted, or null. The scan starts after the last key a
+     * previous commit deleted (everything before it is gone on every peer alike), so it does not
+     * step over the tombstones of all earlier deletions each time.
+     */
+    private byte[] forgetCalls(WriteBatchWithIndex batch, long beforeNanos) throws RocksDBException {
         if (beforeNanos == Long.MIN_VALUE) {
-            return;
+            return null;
         }
         ColumnFamilyHandle meta = handle(DEFAULT_CF);
-        try (ReadOptions ro = new ReadOptions(); RocksIterator it = db.newIterator(meta, ro)) {
+        byte[] from = forgetCursor == null ? CALL_AT_PREFIX : forgetCursor;
+        byte[] last = null;
+        try (Slice upper = new Slice(concat(CALL_AT_PREFIX, ByteBuffer.allocate(8).putLong(beforeNanos).array()));
+             ReadOptions ro = new ReadOptions().setIterateUpperBound(upper);
+             RocksIterator it = db.newIterator(meta, ro)) {
             int n = 0;
-            for (it.seek(CALL_AT_PREFIX); it.isValid() && n < EXPIRED_CALLS_PER_COMMIT; it.next(), n++) {
+            for (it.seek(from); it.isValid() && n < EXPIRED_CALLS_PER_COMMIT; it.next(), n++) {
                 byte[] k = it.key();
                 if (!startsWith(k, CALL_AT_PREFIX) || k.length < CALL_AT_PREFIX.length + 8) {
                     break;
                 }
-                long stamp = ByteBuffer.wrap(k, CALL_AT_PREFIX.length, 8).getLong();
-                if (stamp >= beforeNanos) {
-                    break;
-                }
                 batch.delete(meta, k);
                 batch.delete(meta, concat(CALL_PREFIX, Arrays.copyOfRange(k, CALL_AT_PREFIX.length + 8, k.length)));
+                last = k;
             }
         }
+        return last;
     }
 
     /**

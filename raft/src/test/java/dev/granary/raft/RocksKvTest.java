@@ -114,6 +114,15 @@ class RocksKvTest {
             assertArrayEquals(b("reply-7"), kv.callReply(b("call-7")));
             assertEquals(7, kv.lastAppliedIndex(), "the last-applied record is not a call");
             assertEquals(List.of("k1=v", "k2=v", "k3=v", "k4=v", "k5=v"), keys(kv.seek("inodes", new byte[0])));
+            // A call stamped earlier than those already forgotten (a new leader's clock is behind)
+            // is still forgotten in stamp order, like on a peer that scans from the start.
+            kv.commit(kv.newTxn(), 1, 8, new RocksKv.Call(b("call-8"), 500, b("reply-8")), 3500);
+            assertArrayEquals(b("reply-8"), kv.callReply(b("call-8")));
+            kv.commit(kv.newTxn(), 1, 9, null, 6000);
+            assertNull(kv.callReply(b("call-8")));
+            assertNull(kv.callReply(b("call-4")));
+            assertNull(kv.callReply(b("call-5")));
+            assertArrayEquals(b("reply-7"), kv.callReply(b("call-7")));
         }
     }
 
