@@ -4,12 +4,16 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.apache.ratis.proto.RaftProtos.LogEntryProto;
+import org.apache.ratis.proto.RaftProtos.StateMachineLogEntryProto;
+import org.apache.ratis.protocol.ClientInvocationId;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientRequest;
 import org.apache.ratis.protocol.RaftGroupId;
@@ -34,9 +38,12 @@ import org.slf4j.LoggerFactory;
  *
  * <ul>
  *   <li>{@link #startTransaction} (leader only) runs {@link KvApplier#prepare} and appends its
- *       result as the entry's log data.</li>
+ *       result as the entry's log data, behind a header with the leader's clock.</li>
  *   <li>{@link #applyTransaction} applies one entry in one RocksDB write batch together with the
- *       entry's (term, index). An exception from the applier or RocksDB marks this peer failed and
+ *       entry's (term, index) and its client call (client id, call id, reply), remembered for
+ *       {@link #CALL_MEMORY}: a call appended again by a retry, or replayed after a restart, is
+ *       answered with its first reply and not applied twice (Ratis' retry cache lives in memory
+ *       only, so it forgets calls on restart and on a snapshot install). An exception from the applier or RocksDB marks this peer failed and
  *       is rethrown: Ratis' state machine updater then closes this peer (it never diverges).</li>
  *   <li>{@link #query} answers reads on a RocksDB snapshot.</li>
  *   <li>{@link #takeSnapshot} writes a RocksDB checkpoint to {@code sm/snapshots/snapshot.T_I};
@@ -46,6 +53,14 @@ import org.slf4j.LoggerFactory;
  */
 public final class KvStateMachine extends BaseStateMachine {
     private static final Logger LOG = LoggerFactory.getLogger(KvStateMachine.class);
+
+    /**
+     * How long applied client calls are remembered, by the leader's clock: a retry of a call
+     * within this time is answered with the first reply instead of being applied again, whatever
+     * happened between (leader change, restart, snapshot install). More than the longest
+     * {@link RaftKvClient} call with the default budget.
+     */
+    static final Duration CALL_MEMORY = Duration.ofMinutes(2);
 
     private final KvApplier applier;
     private final boolean syncCommits;
@@ -138,11 +153,11 @@ public final class KvStateMachine extends BaseStateMachine {
         TransactionContext.Builder b = TransactionContext.newBuilder().setStateMachine(this).setClientRequest(request);
         Exception refusal = null;
         byte[] prepared = null;
+        Instant now = Instant.now();
+        long nowNanos = now.getEpochSecond() * 1_000_000_000L + now.getNano();
         try {
             checkNotFailed();
             byte[] in = request.getMessage().getContent().toByteArray();
-            Instant now = Instant.now();
-            long nowNanos = now.getEpochSecond() * 1_000_000_000L + now.getNano();
             prepared = applier.prepare(in, nowNanos);
             if (prepared == null) {
                 refusal = new IOException("prepare returned null");
@@ -156,7 +171,7 @@ public final class KvStateMachine extends BaseStateMachine {
             ctx.setException(refusal);
             return ctx;
         }
-        return b.setLogData(UnsafeByteOperations.unsafeWrap(prepared)).build();
+        return b.setLogData(UnsafeByteOperations.unsafeWrap(encodeEntry(nowNanos, prepared))).build();
     }
 
     /**
@@ -174,19 +189,37 @@ public final class KvStateMachine extends BaseStateMachine {
             checkNotFailedUnchecked();
             synchronized (applyLock) {
                 RocksKv db = kv;
+                StateMachineLogEntryProto smEntry = trx.getStateMachineLogEntry();
+                byte[] callId = callId(smEntry);
                 if (index <= db.lastAppliedIndex()) {
                     // Already in the db: Ratis replays the log from its latest snapshot (from the
                     // start when there is none, e.g. after SIGKILL), but the db is durable on its
                     // own and records the last applied index. Skip without moving the applied
-                    // index backwards (BaseStateMachine asserts it only grows).
+                    // index backwards (BaseStateMachine asserts it only grows), and answer with
+                    // the reply remembered when the entry was applied: Ratis puts it in its retry
+                    // cache, where a client still retrying this call finds it.
                     LOG.debug("{}: entry {} already applied (db at {}), skipping", getId(), index, db.lastAppliedIndex());
-                    return CompletableFuture.completedFuture(Message.EMPTY);
+                    return replayedReply(db, callId, index);
                 }
-                ByteString data = trx.getStateMachineLogEntry().getLogData();
+                byte[] earlier = callId == null ? null : db.callReply(callId);
+                if (earlier != null) {
+                    // A retry of a call already applied, appended again because the leader's
+                    // in-memory retry cache did not know it (restart, snapshot install, new
+                    // leader): answer with the first reply and change nothing.
+                    LOG.info("{}: entry {} retries call {} applied before: answered with its first reply",
+                            getId(), index, ClientInvocationId.valueOf(smEntry));
+                    db.markApplied(term, index);
+                    updateLastAppliedTermIndex(term, index);
+                    return CompletableFuture.completedFuture(Message.valueOf(UnsafeByteOperations.unsafeWrap(earlier)));
+                }
+                Entry e = decodeEntry(smEntry.getLogData());
                 KvTxn txn = db.newTxn();
                 try {
-                    reply = applier.apply(index, data.toByteArray(), txn);
-                    db.commit(txn, term, index);
+                    reply = applier.apply(index, e.payload(), txn);
+                    byte[] r = reply == null ? new byte[0] : reply;
+                    RocksKv.Call call = callId == null ? null : new RocksKv.Call(callId, e.stampNanos(), r);
+                    long forgetBefore = e.stampNanos() > 0 ? e.stampNanos() - CALL_MEMORY.toNanos() : Long.MIN_VALUE;
+                    db.commit(txn, term, index, call, forgetBefore);
                 } catch (Throwable t) {
                     db.abort(txn);
                     throw t;
@@ -206,6 +239,52 @@ public final class KvStateMachine extends BaseStateMachine {
         }
         return CompletableFuture.completedFuture(
                 Message.valueOf(UnsafeByteOperations.unsafeWrap(reply == null ? new byte[0] : reply)));
+    }
+
+    /**
+     * The reply of an entry replayed over a db that already holds it: the one remembered when it
+     * was applied. None is kept for calls older than {@link #CALL_MEMORY}: then the retry fails with
+     * a clear error (no client retries that long) rather than getting a made-up success.
+     */
+    private CompletableFuture<Message> replayedReply(RocksKv db, byte[] callId, long index) {
+        byte[] stored = callId == null ? null : db.callReply(callId);
+        if (stored != null) {
+            return CompletableFuture.completedFuture(Message.valueOf(UnsafeByteOperations.unsafeWrap(stored)));
+        }
+        return CompletableFuture.failedFuture(new IOException("the reply of log entry " + index
+                + " (applied before " + getId() + " restarted) is no longer kept; read its outcome back"));
+    }
+
+    /** The client id and call id of a client's entry (what its retries share), or null for other entries. */
+    static byte[] callId(StateMachineLogEntryProto e) {
+        ByteString client = e.getClientId();
+        if (client.isEmpty()) {
+            return null;
+        }
+        return ByteBuffer.allocate(client.size() + 8).put(client.asReadOnlyByteBuffer()).putLong(e.getCallId()).array();
+    }
+
+    /** Version byte of the log data written by {@link #startTransaction}: stamp and applier bytes follow. */
+    private static final byte ENTRY_FORMAT = 0;
+
+    /** Log data: the format byte, the leader's clock (ns, big-endian) and the applier's prepared bytes. */
+    static byte[] encodeEntry(long stampNanos, byte[] prepared) {
+        return ByteBuffer.allocate(9 + prepared.length).put(ENTRY_FORMAT).putLong(stampNanos).put(prepared).array();
+    }
+
+    /** A decoded log entry. Entries written before the header existed (never starting with 0) have stamp 0. */
+    record Entry(long stampNanos, byte[] payload) {}
+
+    static Entry decodeEntry(ByteString data) {
+        if (data.size() >= 9 && data.byteAt(0) == ENTRY_FORMAT) {
+            ByteBuffer b = data.asReadOnlyByteBuffer();
+            b.get();
+            long stamp = b.getLong();
+            byte[] payload = new byte[b.remaining()];
+            b.get(payload);
+            return new Entry(stamp, payload);
+        }
+        return new Entry(0, data.toByteArray());
     }
 
     /** Entries without a mutation (no-op, configuration): recorded as applied in the db too. */

@@ -2,18 +2,28 @@ package dev.granary.raft;
 
 import java.io.IOException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.RaftConfigKeys;
 import org.apache.ratis.client.RaftClient;
 import org.apache.ratis.client.RaftClientConfigKeys;
+import org.apache.ratis.client.retry.RequestTypeDependentRetryPolicy;
 import org.apache.ratis.conf.RaftProperties;
+import org.apache.ratis.proto.RaftProtos.LogInfoProto;
+import org.apache.ratis.proto.RaftProtos.RaftClientRequestProto;
+import org.apache.ratis.protocol.GroupInfoReply;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientReply;
 import org.apache.ratis.protocol.RaftGroup;
+import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.protocol.exceptions.StateMachineException;
-import org.apache.ratis.retry.ExponentialBackoffRetry;
 import org.apache.ratis.retry.RetryPolicy;
 import org.apache.ratis.rpc.SupportedRpcType;
 import org.apache.ratis.thirdparty.com.google.protobuf.ByteString;
@@ -22,8 +32,10 @@ import org.apache.ratis.util.TimeDuration;
 /**
  * Client of a Raft group: sends mutations through the leader's log and linearizable reads.
  * Thread-safe. Finds the leader itself and retries with exponential backoff (100 ms doubling to
- * 2 s) for a bounded time (default {@link #DEFAULT_RETRY_BUDGET}), so callers block while a new
- * leader is elected and then continue; Ratis' retry cache applies a retried write once.
+ * 2 s) for a bounded time (default {@link #DEFAULT_RETRY_BUDGET}, attempts that wait for their
+ * request timeout included), so callers block while a new leader is elected and then continue.
+ * All attempts of one call carry the same call id: the servers' retry cache applies a write once
+ * and answers its retries with the first reply, also after a leader change or a restart.
  */
 public final class RaftKvClient implements AutoCloseable {
     /** Default time budget for retries of one request. */
@@ -35,6 +47,7 @@ public final class RaftKvClient implements AutoCloseable {
     private final String clusterName;
     private final Duration retryBudget;
     private final RaftClient client;
+    private final RaftGroup group;
 
     /** A client with the default retry budget of 60 s. */
     public RaftKvClient(String clusterName, List<PeerSpec> peers) {
@@ -44,7 +57,9 @@ public final class RaftKvClient implements AutoCloseable {
     /**
      * @param clusterName the group's cluster name (as given to the servers)
      * @param peers the group's peers (any order)
-     * @param retryBudget about how long one request may retry before {@link RaftUnavailableException}
+     * @param retryBudget how long one call may retry before {@link RaftUnavailableException} (it
+     *     returns at the latest one backoff sleep and one request timeout, 3 s each, after it);
+     *     at most the servers' retry cache expiry minus that, or a late retry may apply twice
      * @throws IllegalArgumentException on an empty peer list, blank name or non-positive budget
      */
     public RaftKvClient(String clusterName, List<PeerSpec> peers, Duration retryBudget) {
@@ -52,7 +67,7 @@ public final class RaftKvClient implements AutoCloseable {
         if (retryBudget.isNegative() || retryBudget.isZero()) {
             throw new IllegalArgumentException("retryBudget must be positive, got " + retryBudget);
         }
-        RaftGroup group = RaftGroups.group(clusterName, peers);
+        this.group = RaftGroups.group(clusterName, peers);
         this.clusterName = clusterName;
         this.retryBudget = retryBudget;
         RaftProperties p = new RaftProperties();
@@ -66,32 +81,41 @@ public final class RaftKvClient implements AutoCloseable {
     }
 
     /**
-     * Exponential backoff whose attempt count makes the sleeps add up to about {@code budget}
-     * (each failed attempt may also take up to the request timeout).
+     * The longest one call may block with retry budget {@code budget}: the budget, then at most one
+     * more backoff sleep (up to 1.5 x the maximum, with jitter) and one more attempt (up to the
+     * request timeout).
+     */
+    static Duration maxCallDuration(Duration budget) {
+        return budget.plusMillis(MAX_SLEEP_MS * 3 / 2 + REQUEST_TIMEOUT_MS);
+    }
+
+    /**
+     * Retries with exponential backoff (100 ms doubling to 2 s, +-50% jitter) until {@code budget}
+     * has passed since the call started, time spent waiting on unanswered attempts included (a
+     * peer that accepts connections but never answers, e.g. paused, costs a request timeout per
+     * attempt). Every attempt of one call carries the same call id, so the servers' retry cache
+     * applies it once. A state machine refusal would fail the same way again: not retried.
      */
     static RetryPolicy retryPolicy(Duration budget) {
-        long remaining = budget.toMillis();
-        int attempts = 0;
-        long sleep = BASE_SLEEP_MS;
-        while (remaining > 0) {
-            remaining -= sleep;
-            attempts++;
-            sleep = Math.min(MAX_SLEEP_MS, sleep * 2);
-        }
-        RetryPolicy backoff = ExponentialBackoffRetry.newBuilder()
-                .setBaseSleepTime(TimeDuration.valueOf(BASE_SLEEP_MS, TimeUnit.MILLISECONDS))
-                .setMaxSleepTime(TimeDuration.valueOf(MAX_SLEEP_MS, TimeUnit.MILLISECONDS))
-                .setMaxAttempts(Math.max(1, attempts))
-                .build();
-        // A state machine refusal would fail the same way again: do not retry it.
-        return event -> {
+        RetryPolicy backoff = event -> {
             for (Throwable c = event.getCause(); c != null; c = c.getCause()) {
                 if (c instanceof StateMachineException) {
                     return RetryPolicy.NO_RETRY_ACTION;
                 }
             }
-            return backoff.handleAttemptFailure(event);
+            int doublings = Math.min(Math.max(event.getAttemptCount() - 1, 0), 20);
+            long sleep = Math.min(MAX_SLEEP_MS, BASE_SLEEP_MS << doublings);
+            long jittered = (long) (sleep * (0.5 + ThreadLocalRandom.current().nextDouble()));
+            TimeDuration sleepTime = TimeDuration.valueOf(jittered, TimeUnit.MILLISECONDS);
+            return () -> sleepTime;
         };
+        TimeDuration deadline = TimeDuration.valueOf(budget.toMillis(), TimeUnit.MILLISECONDS);
+        return RequestTypeDependentRetryPolicy.newBuilder()
+                .setRetryPolicy(RaftClientRequestProto.TypeCase.WRITE, backoff)
+                .setRetryPolicy(RaftClientRequestProto.TypeCase.READ, backoff)
+                .setTimeout(RaftClientRequestProto.TypeCase.WRITE, deadline)
+                .setTimeout(RaftClientRequestProto.TypeCase.READ, deadline)
+                .build();
     }
 
     /**
@@ -141,6 +165,39 @@ public final class RaftKvClient implements AutoCloseable {
         }
         return new RaftUnavailableException("raft " + op + " to cluster " + clusterName + " failed after retrying for about "
                 + retryBudget.toSeconds() + " s (no leader reachable?): " + e, e);
+    }
+
+    /**
+     * Asks every peer, in parallel, for its role and log indices (one request per peer, no retry;
+     * a peer that is down or paused is reported {@link PeerStatus#UNREACHABLE} after at most the
+     * request timeout). In the group's peer order. For {@code granary status}, tests and diagnostics.
+     */
+    public List<PeerStatus> peerStatus() {
+        // Own threads: the common pool may be tiny (1 thread on 2 cores) and needed by in-process servers.
+        try (ExecutorService ask = Executors.newVirtualThreadPerTaskExecutor()) {
+            List<CompletableFuture<PeerStatus>> asked = new ArrayList<>();
+            for (RaftPeer peer : group.getPeers()) {
+                asked.add(CompletableFuture.supplyAsync(() -> status(peer), ask));
+            }
+            return asked.stream().map(CompletableFuture::join).toList();
+        }
+    }
+
+    private PeerStatus status(RaftPeer peer) {
+        String id = peer.getId().toString();
+        try {
+            GroupInfoReply info = client.getGroupManagementApi(peer.getId()).info(group.getGroupId());
+            LogInfoProto log = info.getLogInfoProto();
+            return new PeerStatus(id, peer.getAddress(), info.getRoleInfoProto().getRole().name(),
+                    log.hasApplied() ? log.getApplied().getTerm() : -1,
+                    log.hasApplied() ? log.getApplied().getIndex() : -1,
+                    log.hasCommitted() ? log.getCommitted().getIndex() : -1,
+                    log.hasLastSnapshot() ? log.getLastSnapshot().getIndex() : -1,
+                    Optional.empty());
+        } catch (IOException | RuntimeException e) {
+            String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage().lines().findFirst().orElse("");
+            return new PeerStatus(id, peer.getAddress(), PeerStatus.UNREACHABLE, -1, -1, -1, -1, Optional.of(why));
+        }
     }
 
     /** Closes the client's connections. Idempotent. */

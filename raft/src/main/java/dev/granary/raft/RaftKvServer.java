@@ -7,6 +7,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -65,6 +66,14 @@ public final class RaftKvServer implements AutoCloseable {
      */
     static volatile boolean snapshotOnStop = true;
 
+    /**
+     * How long Ratis' in-memory retry cache remembers a client call and its reply (Ratis' default:
+     * 60 s). It must outlast every retry of a call: a {@link RaftKvClient} call with the default
+     * 60 s budget may retry for up to 65 s. The state machine remembers calls as long
+     * ({@link KvStateMachine#CALL_MEMORY}), also across restarts.
+     */
+    static final Duration RETRY_CACHE_EXPIRY = KvStateMachine.CALL_MEMORY;
+
     /** Ratis properties for this peer (exposed for tests and tuning). */
     RaftProperties properties() {
         RaftProperties p = new RaftProperties();
@@ -84,6 +93,8 @@ public final class RaftKvServer implements AutoCloseable {
         // Linearizable reads served by the leader under its lease (Raft thesis 6.4.1): no heartbeat
         // round per read while the leader heard from a majority within 0.9 x the min election timeout.
         RaftServerConfigKeys.Read.setLeaderLeaseEnabled(p, true);
+        RaftServerConfigKeys.RetryCache.setExpiryTime(p,
+                TimeDuration.valueOf(RETRY_CACHE_EXPIRY.toMillis(), TimeUnit.MILLISECONDS));
         // Send new entries to followers at once instead of batching for up to 10 ms (metadata latency).
         RaftServerConfigKeys.Log.Appender.setWaitTimeMin(p, TimeDuration.valueOf(0, TimeUnit.MILLISECONDS));
 
@@ -93,6 +104,11 @@ public final class RaftKvServer implements AutoCloseable {
         RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, threshold);
         RaftServerConfigKeys.Snapshot.setCreationGap(p, Math.min(1024, threshold));
         RaftServerConfigKeys.Log.setPurgeUptoSnapshotIndex(p, true);
+        // Keep one threshold of entries before the snapshot: a peer that was down briefly (a
+        // restarted process) catches up through the log. Ratis 3.2.2 can also lose its log appender
+        // to a restarted peer when the entries that peer asks for were purged (the appender fails
+        // and is never restarted, see docs/ARCHITECTURE.md); keeping them makes that rarer.
+        RaftServerConfigKeys.Log.setPurgePreservationLogNum(p, threshold);
         RaftServerConfigKeys.Log.setPurgeGap(p, Math.min(1024, threshold));
         SizeInBytes segment = SizeInBytes.valueOf(config.logSegmentSizeMaxBytes());
         RaftServerConfigKeys.Log.setSegmentSizeMax(p, segment);

@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
@@ -28,6 +29,7 @@ import org.rocksdb.ReadOptions;
 import org.rocksdb.RocksDB;
 import org.rocksdb.RocksDBException;
 import org.rocksdb.RocksIterator;
+import org.rocksdb.Slice;
 import org.rocksdb.Snapshot;
 import org.rocksdb.WriteBatchWithIndex;
 import org.rocksdb.WriteOptions;
@@ -51,6 +53,31 @@ public final class RocksKv implements KvReader, AutoCloseable {
     /** Reserved key in {@link #DEFAULT_CF}: 16 bytes, big-endian term then log index. */
     static final byte[] LAST_APPLIED_KEY = "granary.raft.lastApplied".getBytes(StandardCharsets.UTF_8);
 
+    /**
+     * Prefix of reserved keys in {@link #DEFAULT_CF}: {@code prefix + call id} (a client id and
+     * call id, see {@link Call}) holds the call's stamp (8 bytes, big-endian ns) and reply.
+     */
+    static final byte[] CALL_PREFIX = "granary.raft.call/".getBytes(StandardCharsets.UTF_8);
+    /** Prefix of the expiry index of calls in {@link #DEFAULT_CF}: {@code prefix + stamp + call id}, empty value. */
+    static final byte[] CALL_AT_PREFIX = "granary.raft.callAt/".getBytes(StandardCharsets.UTF_8);
+    /** Expired calls deleted per commit at most (the rest go with later commits). */
+    private static final int EXPIRED_CALLS_PER_COMMIT = 256;
+
+    /**
+     * A client call applied by a commit, remembered so that a retry of it is answered with
+     * {@code reply} instead of being applied again.
+     *
+     * @param id the client's id and the call's id (any bytes unique per call)
+     * @param stampNanos the leader's clock when the call was appended, ns; calls are forgotten by it
+     * @param reply what the call answered
+     */
+    public record Call(byte[] id, long stampNanos, byte[] reply) {
+        public Call {
+            Objects.requireNonNull(id, "id");
+            Objects.requireNonNull(reply, "reply");
+        }
+    }
+
     /** Block cache shared by all column families of one database, bytes. */
     private static final long BLOCK_CACHE_BYTES = 32L << 20;
     /** Memtable size per column family, bytes. */
@@ -73,6 +100,8 @@ public final class RocksKv implements KvReader, AutoCloseable {
     private final Set<NativeResource> openResources = Collections.newSetFromMap(new IdentityHashMap<>());
     private volatile long lastAppliedTerm;
     private volatile long lastAppliedIndex;
+    /** Where the next scan for expired calls starts (see {@link #forgetCalls}); null: at the start. */
+    private byte[] forgetCursor;
     private boolean closed;
 
     private RocksKv(Path dir, boolean syncCommits, DBOptions dbOptions, ColumnFamilyOptions cfOptions,
@@ -257,6 +286,15 @@ public final class RocksKv implements KvReader, AutoCloseable {
      * @throws KvStoreException on a RocksDB write error
      */
     public void commit(KvTxn txn, long term, long logIndex) {
+        commit(txn, term, logIndex, null, Long.MIN_VALUE);
+    }
+
+    /**
+     * As {@link #commit(KvTxn, long, long)}, and in the same write batch remembers {@code call}
+     * (when not null; see {@link #callReply}) and forgets calls stamped before
+     * {@code forgetBeforeNanos} (a bounded number per commit, oldest first).
+     */
+    public void commit(KvTxn txn, long term, long logIndex, Call call, long forgetBeforeNanos) {
         Txn t = ownTxn(txn);
         lock.readLock().lock();
         try {
@@ -266,8 +304,23 @@ public final class RocksKv implements KvReader, AutoCloseable {
                     throw new IllegalArgumentException("log index " + logIndex
                             + " does not advance the last applied index " + lastAppliedIndex);
                 }
-                t.batch.put(handle(DEFAULT_CF), LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
+                ColumnFamilyHandle meta = handle(DEFAULT_CF);
+                t.batch.put(meta, LAST_APPLIED_KEY, encodeTermIndex(term, logIndex));
+                byte[] forgotten = forgetCalls(t.batch, forgetBeforeNanos);
+                byte[] callAt = null;
+                if (call != null) {
+                    byte[] stamp = ByteBuffer.allocate(8).putLong(call.stampNanos()).array();
+                    callAt = concat(CALL_AT_PREFIX, stamp, call.id());
+                    t.batch.put(meta, concat(CALL_PREFIX, call.id()), concat(stamp, call.reply()));
+                    t.batch.put(meta, callAt, new byte[0]);
+                }
                 db.write(writeOptions, t.batch);
+                if (forgotten != null) {
+                    forgetCursor = forgotten;
+                }
+                if (callAt != null && forgetCursor != null && Arrays.compareUnsigned(callAt, forgetCursor) < 0) {
+                    forgetCursor = null; // stamped before the cursor (a leader's clock went back): scan from the start
+                }
                 lastAppliedTerm = term;
                 lastAppliedIndex = logIndex;
             }
@@ -285,6 +338,68 @@ public final class RocksKv implements KvReader, AutoCloseable {
      */
     public void markApplied(long term, long logIndex) {
         commit(newTxn(), term, logIndex);
+    }
+
+    /**
+     * Adds to {@code batch} the deletion of calls stamped before {@code beforeNanos}, oldest first;
+     * returns the last expiry-index key deleted, or null. The scan starts after the last key a
+     * previous commit deleted (everything before it is gone on every peer alike), so it does not
+     * step over the tombstones of all earlier deletions each time.
+     */
+    private byte[] forgetCalls(WriteBatchWithIndex batch, long beforeNanos) throws RocksDBException {
+        if (beforeNanos == Long.MIN_VALUE) {
+            return null;
+        }
+        ColumnFamilyHandle meta = handle(DEFAULT_CF);
+        byte[] from = forgetCursor == null ? CALL_AT_PREFIX : forgetCursor;
+        byte[] last = null;
+        try (Slice upper = new Slice(concat(CALL_AT_PREFIX, ByteBuffer.allocate(8).putLong(beforeNanos).array()));
+             ReadOptions ro = new ReadOptions().setIterateUpperBound(upper);
+             RocksIterator it = db.newIterator(meta, ro)) {
+            int n = 0;
+            for (it.seek(from); it.isValid() && n < EXPIRED_CALLS_PER_COMMIT; it.next(), n++) {
+                byte[] k = it.key();
+                if (!startsWith(k, CALL_AT_PREFIX) || k.length < CALL_AT_PREFIX.length + 8) {
+                    break;
+                }
+                batch.delete(meta, k);
+                batch.delete(meta, concat(CALL_PREFIX, Arrays.copyOfRange(k, CALL_AT_PREFIX.length + 8, k.length)));
+                last = k;
+            }
+        }
+        return last;
+    }
+
+    /**
+     * The reply of call {@code callId} if a commit remembered it and it is not forgotten yet
+     * (see {@link #commit(KvTxn, long, long, Call, long)}), else null.
+     */
+    public byte[] callReply(byte[] callId) {
+        lock.readLock().lock();
+        try {
+            byte[] v = ensureOpenDb().get(handle(DEFAULT_CF), concat(CALL_PREFIX, callId));
+            return v == null ? null : Arrays.copyOfRange(v, 8, v.length);
+        } catch (RocksDBException e) {
+            throw rocksError("read of a remembered call", e);
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    private static byte[] concat(byte[]... parts) {
+        int n = 0;
+        for (byte[] p : parts) {
+            n += p.length;
+        }
+        ByteBuffer b = ByteBuffer.allocate(n);
+        for (byte[] p : parts) {
+            b.put(p);
+        }
+        return b.array();
+    }
+
+    private static boolean startsWith(byte[] a, byte[] prefix) {
+        return a.length >= prefix.length && Arrays.equals(a, 0, prefix.length, prefix, 0, prefix.length);
     }
 
     /** Discards {@code txn} without writing. Idempotent. */

@@ -3,14 +3,20 @@ package dev.granary.raft;
 import static java.nio.charset.StandardCharsets.UTF_8;
 
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Test applier: a string map in column family "kv" plus the leader's prepare timestamp of each key
  * in "stamp". Requests are text: {@code put K V}, {@code get K}, {@code stamp K}, {@code count}.
- * With {@code failOnBoom}, applying {@code put boom ...} throws (to stop this peer).
+ * With {@code failOnBoom}, applying {@code put boom ...} throws (to stop this peer). Applying a
+ * key that starts with {@code slow} sleeps {@link #slowApplyMs} first (a leader that answers late).
  */
 final class MapApplier implements KvApplier {
     private final boolean failOnBoom;
+    /** How long applying a {@code slow*} key sleeps on this peer, ms (0: not at all). */
+    volatile long slowApplyMs;
+    /** Calls of {@link #prepare} on this peer: one per request the leader appends, none for a retry answered from the retry cache. */
+    final AtomicInteger prepares = new AtomicInteger();
 
     MapApplier(boolean failOnBoom) {
         this.failOnBoom = failOnBoom;
@@ -23,6 +29,7 @@ final class MapApplier implements KvApplier {
 
     @Override
     public byte[] prepare(byte[] request, long nowNanos) {
+        prepares.incrementAndGet();
         String r = new String(request, UTF_8);
         if (r.startsWith("reject")) {
             throw new IllegalArgumentException("rejected by prepare: " + r);
@@ -39,6 +46,13 @@ final class MapApplier implements KvApplier {
         }
         if (failOnBoom && p[1].equals("boom")) {
             throw new IllegalStateException("injected apply failure at index " + logIndex);
+        }
+        if (p[1].startsWith("slow") && slowApplyMs > 0) {
+            try {
+                Thread.sleep(slowApplyMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
         byte[] old = txn.get("kv", p[1].getBytes(UTF_8));
         txn.put("kv", p[1].getBytes(UTF_8), p[2].getBytes(UTF_8));

@@ -73,6 +73,14 @@ class RaftClusterTest {
                     () -> c.read("nonsense".getBytes(UTF_8)));
             assertTrue(q.getMessage().contains("unknown query nonsense"), q.getMessage());
             assertEquals("v0", get(c, "k0"));
+            // Every peer reports itself; exactly one leader; all applied the writes above.
+            List<PeerStatus> status = c.peerStatus();
+            assertEquals(cl.peers.stream().map(PeerSpec::id).toList(), status.stream().map(PeerStatus::id).toList());
+            assertEquals(1, status.stream().filter(PeerStatus::isLeader).count(), status.toString());
+            long leaderApplied = cl.servers[cl.leader().orElseThrow()].lastAppliedIndex();
+            for (PeerStatus s : status) {
+                assertTrue(s.reachable() && s.appliedIndex() > 20 && s.appliedIndex() <= leaderApplied, s.toString());
+            }
         }
     }
 
@@ -297,6 +305,9 @@ class RaftClusterTest {
             RaftUnavailableException e = assertThrows(RaftUnavailableException.class,
                     () -> c.write("put a b".getBytes(UTF_8)));
             assertTrue(e.getMessage().contains("nobody"), e.getMessage());
+            PeerStatus down = c.peerStatus().get(0);
+            assertEquals(PeerStatus.UNREACHABLE, down.role());
+            assertTrue(!down.reachable() && down.error().isPresent(), down.toString());
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;
         assertTrue(ms < 20_000, "bounded retry, took " + ms + " ms");

@@ -91,6 +91,42 @@ class RocksKvTest {
     }
 
     @Test
+    void callsAreRememberedWithTheirEntryUntilForgottenByStamp() {
+        Path dir = tmp.resolve("db");
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            for (long i = 1; i <= 5; i++) {
+                KvTxn t = kv.newTxn();
+                t.put("inodes", b("k" + i), b("v"));
+                kv.commit(t, 1, i, new RocksKv.Call(b("call-" + i), 1000 * i, b("reply-" + i)), Long.MIN_VALUE);
+            }
+            kv.markApplied(1, 6); // a no-op entry: no call
+            assertArrayEquals(b("reply-3"), kv.callReply(b("call-3")));
+            assertNull(kv.callReply(b("call-6")));
+        }
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            assertArrayEquals(b("reply-5"), kv.callReply(b("call-5")), "durable with the entry");
+            KvTxn t = kv.newTxn();
+            // Forget calls stamped before 3500: calls 1..3.
+            kv.commit(t, 1, 7, new RocksKv.Call(b("call-7"), 7000, b("reply-7")), 3500);
+            assertNull(kv.callReply(b("call-1")));
+            assertNull(kv.callReply(b("call-3")));
+            assertArrayEquals(b("reply-4"), kv.callReply(b("call-4")));
+            assertArrayEquals(b("reply-7"), kv.callReply(b("call-7")));
+            assertEquals(7, kv.lastAppliedIndex(), "the last-applied record is not a call");
+            assertEquals(List.of("k1=v", "k2=v", "k3=v", "k4=v", "k5=v"), keys(kv.seek("inodes", new byte[0])));
+            // A call stamped earlier than those already forgotten (a new leader's clock is behind)
+            // is still forgotten in stamp order, like on a peer that scans from the start.
+            kv.commit(kv.newTxn(), 1, 8, new RocksKv.Call(b("call-8"), 500, b("reply-8")), 3500);
+            assertArrayEquals(b("reply-8"), kv.callReply(b("call-8")));
+            kv.commit(kv.newTxn(), 1, 9, null, 6000);
+            assertNull(kv.callReply(b("call-8")));
+            assertNull(kv.callReply(b("call-4")));
+            assertNull(kv.callReply(b("call-5")));
+            assertArrayEquals(b("reply-7"), kv.callReply(b("call-7")));
+        }
+    }
+
+    @Test
     void checkpointOpensAsADbWithTheSameData() {
         Path cp = tmp.resolve("cp");
         try (RocksKv kv = RocksKv.open(tmp.resolve("db"), CFS)) {

@@ -15,6 +15,8 @@ final class TestCluster implements AutoCloseable {
     final String name;
     final List<PeerSpec> peers = new ArrayList<>();
     final RaftKvServer[] servers;
+    /** The applier of each peer's current (or last) server. */
+    final MapApplier[] appliers;
     private final Path root;
     private final int snapshotThreshold;
     private final long segmentBytes;
@@ -27,6 +29,7 @@ final class TestCluster implements AutoCloseable {
         this.snapshotThreshold = snapshotThreshold;
         this.segmentBytes = segmentBytes;
         this.servers = new RaftKvServer[n];
+        this.appliers = new MapApplier[n];
         this.failOnBoom = new boolean[n];
         for (int i = 0; i < n; i++) {
             peers.add(new PeerSpec("p" + i, "127.0.0.1:" + freePort()));
@@ -56,7 +59,8 @@ final class TestCluster implements AutoCloseable {
     }
 
     RaftKvServer start(int i) {
-        RaftKvServer s = new RaftKvServer(config(i), new MapApplier(failOnBoom[i]));
+        appliers[i] = new MapApplier(failOnBoom[i]);
+        RaftKvServer s = new RaftKvServer(config(i), appliers[i]);
         s.start();
         servers[i] = s;
         return s;

@@ -45,11 +45,17 @@ final class GranaryProcess implements AutoCloseable {
 
     /** Starts {@code granary ARGS} in {@code dir} with extra environment variables. */
     static GranaryProcess start(Path dir, Map<String, String> env, String... args) throws IOException {
+        return start(dir, env, List.of(), args);
+    }
+
+    /** Starts {@code granary ARGS} in {@code dir} with extra environment variables and JVM options. */
+    static GranaryProcess start(Path dir, Map<String, String> env, List<String> jvmArgs, String... args) throws IOException {
         String java = ProcessHandle.current().info().command().orElse("java");
         List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx1g",
                 // the CLI's own logging config (tools' logback.xml), not the tests' logback-test.xml
-                "-Dlogback.configurationFile=logback.xml",
-                "-cp", System.getProperty("java.class.path"), "dev.granary.tools.GranaryCli"));
+                "-Dlogback.configurationFile=logback.xml"));
+        cmd.addAll(jvmArgs);
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), "dev.granary.tools.GranaryCli"));
         cmd.addAll(List.of(args));
         ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
         pb.environment().putAll(env);
@@ -93,6 +99,19 @@ final class GranaryProcess implements AutoCloseable {
         }
     }
 
+    /** Whether stderr has a line containing {@code text}. */
+    boolean stderrContains(String text) {
+        synchronized (err) {
+            return err.stream().anyMatch(l -> l.contains(text));
+        }
+    }
+
+    /** Sends {@code signal} (e.g. "STOP", "CONT") to the process with kill(1). */
+    void signal(String signal) throws IOException, InterruptedException {
+        Process k = new ProcessBuilder("kill", "-" + signal, Long.toString(process.pid())).inheritIO().start();
+        if (k.waitFor() != 0) throw new IOException("kill -" + signal + " " + process.pid() + " failed");
+    }
+
     /** SIGKILL. */
     void kill() throws InterruptedException {
         process.destroyForcibly();
@@ -102,6 +121,11 @@ final class GranaryProcess implements AutoCloseable {
     @Override
     public void close() throws InterruptedException {
         if (process.isAlive()) {
+            try {
+                signal("CONT"); // a paused process cannot handle SIGTERM
+            } catch (IOException e) {
+                // gone already
+            }
             process.destroy();
             if (!process.waitFor(30, TimeUnit.SECONDS)) kill();
         }

@@ -71,6 +71,7 @@ class SeparateProcessesTest {
                 assertEquals(0, status.waitFor(120), status.transcript());
                 String out = String.join("\n", status.out);
                 assertTrue(out.contains("OST 0") && out.contains("OST 1") && out.contains("127.0.0.1:" + (base + 71)), out);
+                assertTrue(out.contains("MDS mds1  127.0.0.1:" + (base + 61) + "  LEADER  term "), out);
             }
             // The data is in the bucket given by URL, under both OST prefixes (4 MiB stripes, 2 OSTs).
             try (Stream<Path> s = Files.walk(s3.bucketDir("train-data"))) {

@@ -4,6 +4,8 @@ import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.proto.OssInfo;
 import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.proto.StatFsReply;
+import dev.granary.raft.PeerStatus;
+import dev.granary.raft.RaftKvClient;
 import dev.granary.tools.cluster.Nodes;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
@@ -11,9 +13,9 @@ import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 
-/** {@code granary status}: what the MDS knows: OSTs, OSSes and usage. */
+/** {@code granary status}: each MDS peer's Raft role and log position, then what the MDS knows: OSTs, OSSes and usage. */
 @Command(name = "status", mixinStandardHelpOptions = true,
-        description = {"Print the registered OSTs and OSSes and the namespace usage.", "",
+        description = {"Print each MDS peer's Raft role and log indices, the registered OSTs and OSSes and the namespace usage.", "",
                 "Example:  granary status -c granary-data/granary.yaml"})
 public final class StatusCommand implements Callable<Integer> {
     @Mixin
@@ -22,9 +24,16 @@ public final class StatusCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         GranaryConfig cfg = config.load();
+        System.out.println("cluster " + cfg.cluster + ": " + cfg.mds.size() + " MDS peers");
+        try (RaftKvClient raft = new RaftKvClient(cfg.cluster, Nodes.peers(cfg))) {
+            for (PeerStatus p : raft.peerStatus()) {
+                System.out.println("  MDS " + p.id() + "  " + p.address() + "  " + p.role()
+                        + (p.reachable() ? "  term " + p.term() + "  applied " + p.appliedIndex() + "  committed "
+                                + p.committedIndex() + "  snapshot " + p.snapshotIndex() : "  (" + p.error().orElse("") + ")"));
+            }
+        }
         try (MdsClient mds = Nodes.mdsClient(cfg)) {
             StatFsReply s = mds.statfs(Nodes.ROOT);
-            System.out.println("cluster " + cfg.cluster + ": " + cfg.mds.size() + " MDS peers");
             for (OstInfo o : mds.listOsts(Nodes.ROOT)) {
                 System.out.println("  OST " + o.getIndex() + "  " + o.getEndpoint() + "  bucket " + o.getBucket() + "  prefix '" + o.getPrefix() + "'");
             }

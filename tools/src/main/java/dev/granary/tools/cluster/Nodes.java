@@ -63,10 +63,15 @@ public final class Nodes {
         return "embedded".equals(cfg.s3.endpoint) ? URI.create("http://127.0.0.1:" + cfg.s3.embeddedPort) : URI.create(cfg.s3.endpoint);
     }
 
-    /** Starts MDS peer {@code id}: a Ratis server with the namespace state machine, storage in data_dir/mds/ID. */
+    /**
+     * Starts MDS peer {@code id}: a Ratis server with the namespace state machine, storage in
+     * data_dir/mds/ID, snapshot threshold and log segment size from the config's {@code raft} keys.
+     */
     public static RaftKvServer startMds(GranaryConfig cfg, String id) {
         GranaryConfig.node(cfg.mds, id, "mds");
-        RaftServerConfig rc = RaftServerConfig.of(id, peers(cfg), cfg.cluster, Path.of(cfg.dataDir, "mds", id));
+        RaftServerConfig rc = RaftServerConfig.of(id, peers(cfg), cfg.cluster, Path.of(cfg.dataDir, "mds", id))
+                .withSnapshotAutoTriggerThreshold(cfg.raft.snapshotThreshold)
+                .withLogSegmentSizeMaxBytes(Sizes.parseBytes(cfg.raft.logSegmentSize));
         RaftKvServer server = new RaftKvServer(rc, new MdsStateMachine());
         try {
             server.start();

@@ -37,6 +37,8 @@ public final class GranaryConfig {
     public List<Ost> osts = new ArrayList<>();
     /** FUSE client settings. */
     public Client client = new Client();
+    /** Raft settings of the MDS peers (give every peer of a cluster the same). */
+    public Raft raft = new Raft();
 
     /** One server process: a stable id and its host:port. */
     public static final class Node {
@@ -98,6 +100,14 @@ public final class GranaryConfig {
         public String openAfterLookup = "2ms";
         /** Lease of this client's fcntl/flock locks in the MDS: a dead client's locks go this long after its last renewal. */
         public String lockLease = "15s";
+    }
+
+    /** Raft settings of the MDS peers. */
+    public static final class Raft {
+        /** Log entries applied between two Raft snapshots (RocksDB checkpoints); the log before a snapshot is purged. */
+        public int snapshotThreshold = 10_000;
+        /** Size of one Raft log segment file, e.g. "8MiB"; only closed segments are purged after a snapshot. */
+        public String logSegmentSize = "8MiB";
     }
 
     private static ObjectMapper mapper() {
@@ -182,6 +192,19 @@ public final class GranaryConfig {
         }
         if (Sizes.parseBytes(client.inlineMax) > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
+        }
+        if (raft == null) raft = new Raft();
+        if (raft.snapshotThreshold < 1) {
+            throw new ConfigException(p + "raft.snapshot_threshold must be >= 1 log entries, got " + raft.snapshotThreshold);
+        }
+        long segment;
+        try {
+            segment = Sizes.parseBytes(raft.logSegmentSize);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(p + "raft.log_segment_size: " + e.getMessage());
+        }
+        if (segment < 1024) {
+            throw new ConfigException(p + "raft.log_segment_size must be at least 1KiB, got '" + raft.logSegmentSize + "'");
         }
         if (!"embedded".equals(s3.endpoint) && !s3.endpoint.matches("https?://.+")) {
             throw new ConfigException(p + "s3.endpoint must be 'embedded' or an http(s):// URL, got '" + s3.endpoint + "'");
