@@ -991,7 +991,10 @@ public final class GranaryVfs implements AutoCloseable {
         }
         byte[] n = xattrName(name);
         XattrKey key = new XattrKey(a.getIno(), name);
-        if (absentXattrs.getIfPresent(key) != null || xattrFree.getIfPresent(a.getIno()) != null) {
+        // The cached answers stand in for the MDS only where it would not refuse this caller:
+        // reading needs read permission (user.*), trusted.* needs root (Linux xattr_permission).
+        boolean mayAnswer = permits(c, a, R_OK) && (c.getUid() == 0 || !name.startsWith("trusted."));
+        if (mayAnswer && (absentXattrs.getIfPresent(key) != null || xattrFree.getIfPresent(a.getIno()) != null)) {
             throw new FsException(Status.ENODATA, name);
         }
         try {
@@ -1008,7 +1011,7 @@ public final class GranaryVfs implements AutoCloseable {
     public List<String> listxattr(Caller c, String path) {
         Attr a = lookup(c, path);
         List<String> out = new ArrayList<>();
-        if (xattrFree.getIfPresent(a.getIno()) != null) {
+        if (xattrFree.getIfPresent(a.getIno()) != null && permits(c, a, R_OK)) {
             return out;
         }
         for (ByteString n : mds.listxattr(c, a.getIno())) {

@@ -843,4 +843,19 @@ class GranaryVfsTest {
         assertEquals(truth.getNlink(), cached.getNlink());
         assertEquals(3, cached.getNlink(), "2 + one subdirectory");
     }
+
+    /**
+     * The cached "no such xattr" answers must not skip the permission check. Regression: another
+     * uid's getxattr on a 0600 file this client had just created got ENODATA instead of EACCES.
+     */
+    @Test
+    void cachedXattrAnswersKeepThePermissionCheck() {
+        Caller alice = GranaryVfs.caller(1000, 1000);
+        vfs.chmod(ROOT, dir, 0777);
+        long fh = vfs.create(ROOT, dir + "/secret", 0600, O_CREAT | O_WRONLY);
+        vfs.release(ROOT, fh);
+        assertEquals(Status.ENODATA.getNumber(), errno(() -> vfs.getxattr(ROOT, dir + "/secret", "user.x")));
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.getxattr(alice, dir + "/secret", "user.x")));
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.getxattr(alice, dir + "/secret", "user.x")), "twice");
+    }
 }
