@@ -745,8 +745,7 @@ public final class GranaryVfs implements AutoCloseable {
         try {
             if (f.flockOwner() != 0) { // flock(2): the lock goes with the last close of the open file
                 try {
-                    take(c, f.ino(), LockInfo.newBuilder().setKind(LockKind.FLOCK).setType(LockType.UNLOCK)
-                            .setSession(session).setOwner(f.flockOwner()).build(), false);
+                    take(c, f.ino(), flockInfo(f.flockOwner(), LockType.UNLOCK), false);
                 } catch (FsException e) {
                     LOG.warn("releasing the flock of inode {} at close failed (the lease releases it): {}", f.ino(), e.getMessage());
                 }
@@ -810,8 +809,13 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public void flock(Caller c, long fh, long owner, LockType type, boolean wait) {
         OpenFile f = file(fh);
-        take(c, f.ino(), LockInfo.newBuilder().setKind(LockKind.FLOCK).setType(type).setSession(session).setOwner(owner).build(), wait);
+        take(c, f.ino(), flockInfo(owner, type), wait);
         f.flockOwner(type == LockType.UNLOCK ? 0 : owner);
+    }
+
+    /** This session's whole-file flock lock of {@code owner} (an open file). */
+    private LockInfo flockInfo(long owner, LockType type) {
+        return LockInfo.newBuilder().setKind(LockKind.FLOCK).setType(type).setSession(session).setOwner(owner).build();
     }
 
     private LockInfo posixLock(long owner, LockType type, long start, long end, int pid) {

@@ -4,8 +4,10 @@ import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Layout;
 import dev.granary.mds.proto.Status;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * The layout of a file or directory as the virtual xattr {@value #NAME} (Lustre exposes its
@@ -61,17 +63,9 @@ public final class LayoutXattr {
         long size = Request.UNSET;
         int count = Request.UNSET;
         int offset = Request.UNSET;
-        String[] parts = text.trim().split("\\s+");
-        if (parts.length == 0 || parts[0].isEmpty()) {
-            throw new FsException(Status.EINVAL, NAME + ": empty value");
-        }
-        for (String p : parts) {
-            int eq = p.indexOf('=');
-            if (eq <= 0) {
-                throw new FsException(Status.EINVAL, NAME + ": '" + p + "' is not key=value");
-            }
-            String key = p.substring(0, eq).toLowerCase(Locale.ROOT);
-            String val = p.substring(eq + 1);
+        for (Map.Entry<String, String> f : fields(text).entrySet()) {
+            String key = f.getKey();
+            String val = f.getValue();
             try {
                 switch (key) {
                     case "stripe_size" -> size = Long.parseLong(val);
@@ -91,6 +85,28 @@ public final class LayoutXattr {
             throw new FsException(Status.EINVAL, NAME + ": stripe_offset must be -1 or an OST index, got " + offset);
         }
         return new Request(size, count, offset);
+    }
+
+    /**
+     * The {@code key=value} pairs of a value in order, keys in lower case (what {@code granary
+     * getstripe} prints from, and what {@link #parse} reads).
+     *
+     * @throws FsException EINVAL for an empty value or a part that is not key=value
+     */
+    public static Map<String, String> fields(String text) {
+        String[] parts = text.trim().split("\\s+");
+        if (parts.length == 0 || parts[0].isEmpty()) {
+            throw new FsException(Status.EINVAL, NAME + ": empty value");
+        }
+        Map<String, String> out = new LinkedHashMap<>();
+        for (String p : parts) {
+            int eq = p.indexOf('=');
+            if (eq <= 0) {
+                throw new FsException(Status.EINVAL, NAME + ": '" + p + "' is not key=value");
+            }
+            out.put(p.substring(0, eq).toLowerCase(Locale.ROOT), p.substring(eq + 1));
+        }
+        return out;
     }
 
     /**

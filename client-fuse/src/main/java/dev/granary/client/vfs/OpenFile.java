@@ -464,6 +464,16 @@ public final class OpenFile {
     }
 
     /**
+     * True when {@code buf} must be merged with the old bytes of its stripe ({@code base}, valid
+     * up to {@code limit} bytes) before it can stand for the whole stripe: the old bytes are not
+     * loaded yet and some lie outside the written range [lo, hi).
+     */
+    private static boolean needsOldBytes(StripeBuffer buf, Extent base, long limit) {
+        return !buf.baseLoaded && base != null && base.getLength() > 0
+                && (buf.lo > 0 || buf.hi < Math.min(base.getLength(), limit));
+    }
+
+    /**
      * Starts uploading stripe k from {@code buf} as a new block (lock held; buf already removed
      * from the dirty map). A partial stripe with old data outside its written range is merged
      * with the old block first (read-modify-write). The budget is released when the upload ends.
@@ -472,8 +482,7 @@ public final class OpenFile {
         Extent base = baseExtent(k);
         long stripeStart = k * stripeSize;
         long maxLen = Math.max(0, Math.min(size - stripeStart, stripeSize));
-        boolean needOld = !buf.baseLoaded && base != null && base.getLength() > 0
-                && (buf.lo > 0 || buf.hi < Math.min(base.getLength(), maxLen));
+        boolean needOld = needsOldBytes(buf, base, maxLen);
         int ost = ostOf(k);
         CompletableFuture<byte[]> old = needOld
                 ? readBlock(base, 0, (int) Math.min(base.getLength(), maxLen))
@@ -620,7 +629,7 @@ public final class OpenFile {
             return false;
         }
         Extent base = baseExtent(0);
-        if (!buf.baseLoaded && base != null && base.getLength() > 0 && (buf.lo > 0 || buf.hi < Math.min(base.getLength(), size))) {
+        if (needsOldBytes(buf, base, size)) {
             loadBase(0, buf); // bytes outside the written range come from the old data
         }
         int n = (int) size; // bytes past what was written or loaded are zeros (a hole or a truncate up)

@@ -7,7 +7,6 @@ import dev.granary.tools.layout.NativeXattr.XattrException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -49,13 +48,7 @@ public final class GetstripeCommand implements Callable<Integer> {
                 System.out.println(value);
                 continue;
             }
-            Map<String, String> kv = new HashMap<>();
-            for (String part : value.trim().split("\\s+")) {
-                int eq = part.indexOf('=');
-                if (eq > 0) {
-                    kv.put(part.substring(0, eq), part.substring(eq + 1));
-                }
-            }
+            Map<String, String> kv = LayoutXattr.fields(value);
             System.out.println(p);
             if (Files.isDirectory(p)) {
                 System.out.printf("stripe_count:  %s stripe_size:   %s stripe_offset: %s%n",

@@ -172,25 +172,27 @@ public final class GranaryConfig {
             }
             if (o.prefix == null) o.prefix = "";
         }
+        java.time.Duration openAfterLookup;
+        java.time.Duration lease;
+        long inlineMax;
         try {
             Sizes.parseBytes(ossCache);
             Sizes.parseBytes(s3.multipartThreshold);
             Sizes.parseDuration(client.attrTimeout);
             Sizes.parseBytes(client.maxDirty);
-            Sizes.parseBytes(client.inlineMax);
-            Sizes.parseDuration(client.openAfterLookup);
-            Sizes.parseDuration(client.lockLease);
+            inlineMax = Sizes.parseBytes(client.inlineMax);
+            openAfterLookup = Sizes.parseDuration(client.openAfterLookup);
+            lease = Sizes.parseDuration(client.lockLease);
         } catch (IllegalArgumentException e) {
             throw new ConfigException(p + e.getMessage());
         }
-        if (Sizes.parseDuration(client.openAfterLookup).compareTo(java.time.Duration.ofSeconds(1)) > 0) {
+        if (openAfterLookup.compareTo(java.time.Duration.ofSeconds(1)) > 0) {
             throw new ConfigException(p + "client.open_after_lookup must be at most 1s, got " + client.openAfterLookup);
         }
-        java.time.Duration lease = Sizes.parseDuration(client.lockLease);
         if (lease.compareTo(java.time.Duration.ofSeconds(1)) < 0 || lease.compareTo(java.time.Duration.ofMinutes(10)) > 0) {
             throw new ConfigException(p + "client.lock_lease must be between 1s and 10m, got " + client.lockLease);
         }
-        if (Sizes.parseBytes(client.inlineMax) > (1 << 20)) {
+        if (inlineMax > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
         }
         if (raft == null) raft = new Raft();
