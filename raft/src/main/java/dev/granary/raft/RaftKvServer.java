@@ -97,6 +97,11 @@ public final class RaftKvServer implements AutoCloseable {
                 TimeDuration.valueOf(RETRY_CACHE_EXPIRY.toMillis(), TimeUnit.MILLISECONDS));
         // Send new entries to followers at once instead of batching for up to 10 ms (metadata latency).
         RaftServerConfigKeys.Log.Appender.setWaitTimeMin(p, TimeDuration.valueOf(0, TimeUnit.MILLISECONDS));
+        // No Ratis metadata entry (the commit index, written after every commit): it doubled the log
+        // entries and fsyncs per write, and the next write queued behind it. Raft needs no durable
+        // commit index; a restarted peer learns it from the leader, and our db keeps its own
+        // last-applied index (see KvStateMachine).
+        RaftServerConfigKeys.Log.setLogMetadataEnabled(p, false);
 
         int threshold = config.snapshotAutoTriggerThreshold();
         RaftServerConfigKeys.Snapshot.setAutoTriggerEnabled(p, true);

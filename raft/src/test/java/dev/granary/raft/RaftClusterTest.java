@@ -84,6 +84,28 @@ class RaftClusterTest {
         }
     }
 
+    /**
+     * A client write costs exactly one log entry (one fsync per peer). With Ratis' default log
+     * metadata entries on, every commit appended a second entry recording the commit index: twice
+     * the fsyncs, and the next write queued behind it.
+     */
+    @Test
+    void eachWriteAppendsExactlyOneLogEntry() throws Exception {
+        try (TestCluster cl = new TestCluster(tmp, "entries", 3, 10_000, 8L << 20).startAll();
+             RaftKvClient c = cl.client()) {
+            cl.awaitLeader(WAIT);
+            put(c, "warm", "up");
+            RaftKvServer leader = cl.servers[cl.leader().orElseThrow()];
+            TestCluster.awaitTrue("leader applied the first write", WAIT, () -> "up".equals(local(leader, "kv", "warm")));
+            long before = leader.lastAppliedIndex();
+            int n = 50;
+            for (int i = 0; i < n; i++) {
+                put(c, "e" + i, "v" + i);
+            }
+            assertEquals(before + n, leader.lastAppliedIndex(), "log entries appended by " + n + " writes");
+        }
+    }
+
     @Test
     void leaderKilledDuringWritesNoAcknowledgedWriteLostAndRestartedPeerCatchesUp() throws Exception {
         try (TestCluster cl = new TestCluster(tmp, "failover", 3, 10_000, 8L << 20).startAll();
