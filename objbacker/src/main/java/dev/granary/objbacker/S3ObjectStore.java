@@ -9,6 +9,7 @@ import java.net.NoRouteToHostException;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -257,7 +258,7 @@ public final class S3ObjectStore implements ObjectStore {
         counters.gets.incrementAndGet();
         String range = "bytes=" + offset + "-" + (offset + length - 1);
         try (InputStream in = s3.getObject(b -> b.bucket(config.bucket()).key(fullKey).range(range))) {
-            return in.readNBytes(length);
+            return readFully(in, length);
         } catch (AwsServiceException e) {
             if (e.statusCode() == 416 || "InvalidRange".equals(code(e))) {
                 return new byte[0];
@@ -454,5 +455,24 @@ public final class S3ObjectStore implements ObjectStore {
 
     private static String oneLine(String s) {
         return s.replaceAll("\\s*[\\r\\n]+\\s*", " ").trim();
+    }
+
+    /**
+     * Reads up to {@code length} bytes of a GET body into one array with large reads: the HTTP
+     * client then reads straight from the socket into it (InputStream.readNBytes reads in 16 KiB
+     * chunks and copies them once more, a syscall per chunk). A body that ends early gives a
+     * shorter array (a range past the end of the object).
+     */
+    static byte[] readFully(InputStream in, int length) throws IOException {
+        byte[] out = new byte[length];
+        int n = 0;
+        while (n < length) {
+            int r = in.read(out, n, length - n);
+            if (r < 0) {
+                return Arrays.copyOf(out, n);
+            }
+            n += r;
+        }
+        return out;
     }
 }

@@ -23,6 +23,11 @@ public record OssConfig(String host, int port, long cacheMaxBytes, int maxCached
     public static final int DEFAULT_EXECUTOR_THREADS = 32;
     /** Default largest gRPC message: 128 MiB. */
     public static final int DEFAULT_MAX_MESSAGE_BYTES = 128 * MIB;
+    /**
+     * HTTP/2 flow-control window of OSS channels and servers, bytes: several 4 MiB blocks may be in
+     * flight on one connection without a WINDOW_UPDATE round trip (gRPC's default is 1 MiB).
+     */
+    public static final int FLOW_CONTROL_WINDOW = 16 * MIB;
 
     /** Validates every field; throws IllegalArgumentException with a one-line message. */
     public OssConfig {

@@ -136,6 +136,24 @@ class OssServerClientTest {
     }
 
     @Test
+    void dropCacheEmptiesTheCacheSoTheNextReadGoesToS3() throws Exception {
+        byte[] data = random(2 * MIB, 4);
+        osts.get(0).put("drop", data);
+        assertArrayEquals(data, client.read(0, "drop", 0, data.length).get());
+        assertEquals(1, client.status(server.address()).get().getS3Gets());
+        long dropped = client.dropCache(server.address()).get();
+        assertTrue(dropped >= data.length, "dropped " + dropped + " bytes");
+        OssStatusReply empty = client.status(server.address()).get();
+        assertEquals(0, empty.getCacheBytes());
+        assertArrayEquals(data, client.read(0, "drop", 0, data.length).get());
+        OssStatusReply after = client.status(server.address()).get();
+        assertEquals(2, after.getS3Gets(), "the read after the drop fetched the block again");
+        assertEquals(0, client.dropCache(server.address()).thenCompose(b -> client.dropCache(server.address())).get());
+        ExecutionException down = assertThrows(ExecutionException.class, () -> client.dropCache("127.0.0.1:1").get());
+        assertTrue(down.getCause() instanceof OssException, down.toString());
+    }
+
+    @Test
     void concurrentMissesAreCoalesced() throws Exception {
         byte[] data = random(4 * MIB, 4);
         osts.get(1).put("hot", data);

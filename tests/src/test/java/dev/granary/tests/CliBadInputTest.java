@@ -47,6 +47,22 @@ class CliBadInputTest {
     }
 
     @Test
+    void cacheWithoutSubcommandOrWithAMissingConfig() throws Exception {
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "cache")) {
+            assertEquals(2, g.waitFor(60), g.transcript());
+            assertTrue(g.transcript().contains("missing subcommand (try: granary cache drop --help)"), g.transcript());
+        }
+        Path missing = tmp.resolve("nowhere/granary.yaml");
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "cache", "drop", "-c", missing.toString())) {
+            int rc = g.waitFor(60);
+            assertTrue(rc != 0, g.transcript());
+            assertEquals(1, g.errorLines().size(), g.transcript());
+            assertTrue(g.errorLines().get(0).contains(missing.toString()), g.transcript());
+            assertFalse(g.transcript().contains("\tat "), "no stack trace\n" + g.transcript());
+        }
+    }
+
+    @Test
     void mountPointMissing() throws Exception {
         Path mnt = tmp.resolve("no/such/dir");
         assertOneClearLine(quickstart(Map.of(), mnt, "--base-port", Integer.toString(MiniCluster.freeBase())), "does not exist", mnt);

@@ -72,6 +72,20 @@ class SeparateProcessesTest {
                 String out = String.join("\n", status.out);
                 assertTrue(out.contains("OST 0") && out.contains("OST 1") && out.contains("127.0.0.1:" + (base + 71)), out);
                 assertTrue(out.contains("MDS mds1  127.0.0.1:" + (base + 61) + "  LEADER  term "), out);
+                // The OSS line carries its read cache and S3 counters: the file above was written
+                // through it (3 blocks, cached write-through), so nothing was read from S3.
+                assertTrue(out.matches("(?s).*OSS 127\\.0\\.0\\.1:" + (base + 71) + "  cache [0-9.]+ MiB  hits [0-9]+  misses 0  S3 GETs 0  PUTs 3.*"), out);
+            }
+            try (GranaryProcess drop = GranaryProcess.start(tmp, Map.of(), "cache", "drop", "-c", conf.toString())) {
+                assertEquals(0, drop.waitFor(120), drop.transcript());
+                assertTrue(String.join("\n", drop.out).matches("(?s)\\s*OSS 127\\.0\\.0\\.1:" + (base + 71) + "  dropped [0-9.]+ MiB\\s*"), drop.transcript());
+            }
+            Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
+            assertArrayEquals(data, Files.readAllBytes(mnt.resolve("shards/000.bin")), "read again from S3 after the drop");
+            try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
+                assertEquals(0, status.waitFor(120), status.transcript());
+                String out = String.join("\n", status.out);
+                assertTrue(out.contains("S3 GETs 3  PUTs 3"), out);
             }
             // The data is in the bucket given by URL, under both OST prefixes (4 MiB stripes, 2 OSTs).
             try (Stream<Path> s = Files.walk(s3.bucketDir("train-data"))) {

@@ -195,6 +195,19 @@ public final class BlockCache {
         cache.synchronous().invalidate(new Key(ost, key));
     }
 
+    /**
+     * Drops every cached block (reads in flight finish and are not cached again by this call).
+     *
+     * @return the bytes held before, as {@link #weightedBytes()} counts them
+     */
+    public long invalidateAll() {
+        cache.synchronous().cleanUp();
+        long before = weightedBytes();
+        cache.synchronous().invalidateAll();
+        cache.synchronous().cleanUp();
+        return before;
+    }
+
     /** Bytes held by the cache now (weighted size, including per-entry overhead). */
     public long weightedBytes() {
         return cache.synchronous().policy().eviction().map(e -> e.weightedSize().orElse(0L)).orElse(0L);

@@ -8,6 +8,8 @@ import com.google.protobuf.UnsafeByteOperations;
 import dev.granary.oss.BlockIo;
 import dev.granary.oss.OssConfig;
 import dev.granary.oss.proto.DeleteBlocksRequest;
+import dev.granary.oss.proto.DropCacheReply;
+import dev.granary.oss.proto.DropCacheRequest;
 import dev.granary.oss.proto.ObjectStorageServiceGrpc;
 import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
@@ -140,6 +142,8 @@ public final class OssClient implements BlockIo {
         return NettyChannelBuilder.forAddress(host, parse(address))
                 .usePlaintext()
                 .maxInboundMessageSize(maxMessageBytes)
+                // A whole block in flight without waiting for HTTP/2 window updates (default 1 MiB).
+                .flowControlWindow(OssConfig.FLOW_CONTROL_WINDOW)
                 .build();
     }
 
@@ -185,23 +189,38 @@ public final class OssClient implements BlockIo {
 
     /** Status of the OSS at {@code address} (one of {@link #addresses()} or any other host:port), no retry. */
     public CompletableFuture<OssStatusReply> status(String address) {
-        CompletableFuture<OssStatusReply> out = new CompletableFuture<>();
-        ListenableFuture<OssStatusReply> f;
+        return once(address, "status of OSS " + address, stub -> stub.status(OssStatusRequest.getDefaultInstance()));
+    }
+
+    /**
+     * Empties the read cache of the OSS at {@code address}, no retry; completes with the bytes it
+     * held. Fails with {@link OssException} when the OSS is unreachable.
+     */
+    public CompletableFuture<Long> dropCache(String address) {
+        return once(address, "drop of the read cache of OSS " + address,
+                stub -> stub.dropCache(DropCacheRequest.getDefaultInstance())).thenApply(DropCacheReply::getDroppedBytes);
+    }
+
+    /** One call to the OSS at {@code address}, without retry. */
+    private <T> CompletableFuture<T> once(String address, String what,
+                                          Function<ObjectStorageServiceGrpc.ObjectStorageServiceFutureStub, ListenableFuture<T>> rpc) {
+        CompletableFuture<T> out = new CompletableFuture<>();
+        ListenableFuture<T> f;
         try {
-            f = stub(address).status(OssStatusRequest.getDefaultInstance());
+            f = rpc.apply(stub(address));
         } catch (RuntimeException e) {
-            out.completeExceptionally(new OssException("INTERNAL", "status of OSS " + address + ": " + e, e));
+            out.completeExceptionally(new OssException("INTERNAL", what + ": " + e, e));
             return out;
         }
         Futures.addCallback(f, new FutureCallback<>() {
             @Override
-            public void onSuccess(OssStatusReply r) {
+            public void onSuccess(T r) {
                 out.complete(r);
             }
 
             @Override
             public void onFailure(Throwable t) {
-                out.completeExceptionally(toIo(Status.fromThrowable(t), "status of OSS " + address, address, t));
+                out.completeExceptionally(toIo(Status.fromThrowable(t), what, address, t));
             }
         }, MoreExecutors.directExecutor());
         return out;

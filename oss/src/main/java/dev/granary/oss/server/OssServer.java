@@ -8,6 +8,8 @@ import dev.granary.oss.OssConfig;
 import dev.granary.oss.cache.BlockCache;
 import dev.granary.oss.proto.DeleteBlocksReply;
 import dev.granary.oss.proto.DeleteBlocksRequest;
+import dev.granary.oss.proto.DropCacheReply;
+import dev.granary.oss.proto.DropCacheRequest;
 import dev.granary.oss.proto.ObjectStorageServiceGrpc;
 import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
@@ -72,6 +74,7 @@ public final class OssServer implements AutoCloseable {
         this.executor.allowCoreThreadTimeOut(true);
         this.server = NettyServerBuilder.forAddress(new InetSocketAddress(config.host(), config.port()))
                 .maxInboundMessageSize(config.maxMessageBytes())
+                .flowControlWindow(OssConfig.FLOW_CONTROL_WINDOW)
                 .directExecutor()
                 .addService(new Service())
                 .build();
@@ -270,6 +273,14 @@ public final class OssServer implements AutoCloseable {
                 }
                 return DeleteBlocksReply.newBuilder().setDeleted(n).build();
             });
+        }
+
+        @Override
+        public void dropCache(DropCacheRequest req, StreamObserver<DropCacheReply> out) {
+            long dropped = cache.invalidateAll();
+            LOG.info("read cache dropped on request: {} bytes", dropped);
+            out.onNext(DropCacheReply.newBuilder().setDroppedBytes(dropped).build());
+            out.onCompleted();
         }
 
         @Override

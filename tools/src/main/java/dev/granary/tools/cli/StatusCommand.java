@@ -4,12 +4,16 @@ import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.proto.OssInfo;
 import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.proto.StatFsReply;
+import dev.granary.oss.client.OssClient;
+import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.raft.PeerStatus;
 import dev.granary.raft.RaftKvClient;
 import dev.granary.tools.cluster.Nodes;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
+import java.util.List;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletionException;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 
@@ -37,11 +41,27 @@ public final class StatusCommand implements Callable<Integer> {
             for (OstInfo o : mds.listOsts(Nodes.ROOT)) {
                 System.out.println("  OST " + o.getIndex() + "  " + o.getEndpoint() + "  bucket " + o.getBucket() + "  prefix '" + o.getPrefix() + "'");
             }
-            for (OssInfo o : mds.listOss(Nodes.ROOT)) {
-                System.out.println("  OSS " + o.getAddress());
+            List<String> oss = mds.listOss(Nodes.ROOT).stream().map(OssInfo::getAddress).toList();
+            if (!oss.isEmpty()) {
+                try (OssClient client = new OssClient(oss)) {
+                    for (String a : oss) {
+                        System.out.println("  OSS " + a + "  " + ossLine(client, a));
+                    }
+                }
             }
             System.out.println("  used " + Sizes.format(s.getUsedBytes()) + " in " + s.getUsedInodes() + " inodes");
         }
         return 0;
+    }
+
+    /** The read cache and S3 request counters of one OSS, or why it could not be asked. */
+    private static String ossLine(OssClient client, String address) {
+        try {
+            OssStatusReply r = client.status(address).join();
+            return "cache " + Sizes.format(r.getCacheBytes()) + "  hits " + r.getCacheHits() + "  misses "
+                    + r.getCacheMisses() + "  S3 GETs " + r.getS3Gets() + "  PUTs " + r.getS3Puts();
+        } catch (CompletionException e) {
+            return "(unreachable: " + Nodes.rootMessage(e) + ")";
+        }
     }
 }
