@@ -113,6 +113,15 @@ class CliBadInputTest {
         assertOneClearLine(o, "libfuse2 is missing", mnt);
     }
 
+    @Test
+    void ossCacheLargerThanTheHeap() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        GranaryConfig c = GranaryConfig.localDefault(tmp.resolve("data"), mnt, MiniCluster.freeBase());
+        c.ossCache = "64GiB";
+        c.save(tmp.resolve("data/granary.yaml"));
+        assertOneClearLine(quickstart(Map.of(), mnt), "oss_cache 64GiB x 2 OSS does not fit the Java heap", mnt);
+    }
+
     private Path writeConfig(String endpoint, String access, String secret) throws Exception {
         GranaryConfig c = GranaryConfig.localDefault(tmp.resolve("data"), tmp.resolve("mnt"), MiniCluster.freeBase());
         c.s3.endpoint = endpoint;

@@ -61,9 +61,11 @@ public final class LocalCluster implements AutoCloseable {
      * Starts S3 (when embedded), every MDS peer and every OSS of {@code cfg}, then registers the
      * OSTs and OSSes in the MDS. On failure, whatever started is stopped again.
      *
+     * @throws dev.granary.tools.UserError when the OSS caches do not fit the heap (nothing started)
      * @param out progress lines go here (null: silent)
      */
     public static LocalCluster start(GranaryConfig cfg, PrintStream out) {
+        Nodes.checkCachesFitHeap(cfg, cfg.oss.size());
         LocalCluster c = new LocalCluster(cfg);
         try {
             if ("embedded".equals(cfg.s3.endpoint)) {

@@ -121,6 +121,22 @@ public final class Nodes {
         };
     }
 
+    /**
+     * Refuses to start {@code ossInThisJvm} OSSes whose read caches ({@code oss_cache} each) would
+     * take more than 60% of this JVM's maximum heap: they would end in OutOfMemoryError under load.
+     *
+     * @throws UserError naming both sizes and how to raise the heap
+     */
+    public static void checkCachesFitHeap(GranaryConfig cfg, int ossInThisJvm) {
+        long total = Sizes.parseBytes(cfg.ossCache) * ossInThisJvm;
+        long heap = Runtime.getRuntime().maxMemory();
+        if (total > heap * 6 / 10) {
+            throw new UserError("oss_cache " + cfg.ossCache + (ossInThisJvm > 1 ? " x " + ossInThisJvm + " OSS" : "")
+                    + " does not fit the Java heap (" + Sizes.format(heap) + " max): lower oss_cache, or raise the heap,"
+                    + " e.g. GRANARY_JAVA_OPTS='-Xms" + (2 * total >> 30) + "g -Xmx" + (2 * total >> 30) + "g'");
+        }
+    }
+
     /** Starts OSS {@code id} serving every OST of the config. */
     public static OssServer startOss(GranaryConfig cfg, String id) {
         GranaryConfig.Node n = GranaryConfig.node(cfg.oss, id, "oss");
