@@ -1,5 +1,6 @@
 package dev.granary.oss;
 
+import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -16,6 +17,16 @@ public interface BlockIo extends AutoCloseable {
      * is shorter when the block ends earlier. Fails with {@link java.io.IOException} on errors.
      */
     CompletableFuture<byte[]> read(int ost, String key, long offset, int length);
+
+    /**
+     * Like {@link #read} but as a read-only buffer (position 0, limit = bytes read) that may share
+     * memory with the transport instead of being copied into a fresh array: the read path of a
+     * 4 MiB block then allocates and copies 4 MiB less. Callers must read it with absolute gets
+     * (or a duplicate), as several readers may share it.
+     */
+    default CompletableFuture<ByteBuffer> readView(int ost, String key, long offset, int length) {
+        return read(ost, key, offset, length).thenApply(b -> ByteBuffer.wrap(b).asReadOnlyBuffer());
+    }
 
     /** Deletes blocks of OST {@code ost} (garbage collection). */
     CompletableFuture<Void> delete(int ost, java.util.List<String> keys);

@@ -108,6 +108,14 @@ class OssServerClientTest {
         assertArrayEquals(Arrays.copyOfRange(a, 1000, 3000), client.read(0, "f1/s0", 1000, 2000).get());
         assertArrayEquals(Arrays.copyOfRange(b, 4000, 5000), client.read(1, "f1/s1", 4000, 9000).get());
         assertEquals(0, client.read(1, "f1/s1", 5000, 10).get().length);
+        // The view without a copy holds the same bytes, read-only, from position 0.
+        java.nio.ByteBuffer view = client.readView(0, "f1/s0", 1000, 2000).get();
+        assertTrue(view.isReadOnly());
+        assertEquals(2000, view.remaining());
+        byte[] viewed = new byte[2000];
+        view.get(0, viewed);
+        assertArrayEquals(Arrays.copyOfRange(a, 1000, 3000), viewed);
+        assertEquals(0, client.readView(1, "f1/s1", 5000, 10).get().remaining());
         // blocks are objects in each OST's bucket folder
         assertArrayEquals(a, Files.readAllBytes(s3.bucketDir("ost-zero").resolve("blocks/f1/s0")));
         assertArrayEquals(b, Files.readAllBytes(s3.bucketDir("ost-one").resolve("blocks/f1/s1")));

@@ -7,6 +7,7 @@ import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.Layout;
 import dev.granary.mds.proto.Status;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -124,7 +125,7 @@ public final class OpenFile {
 
     private record Upload(long stripe, CompletableFuture<Extent> future) {}
 
-    private record Prefetch(String blockKey, CompletableFuture<byte[]> data) {}
+    private record Prefetch(String blockKey, CompletableFuture<ByteBuffer> data) {}
 
     OpenFile(GranaryVfs vfs, long fh, Attr attr, int flags, Caller opener, List<Extent> extents) {
         this.vfs = vfs;
@@ -250,9 +251,11 @@ public final class OpenFile {
             }
         }
         for (Piece p : pieces) {
-            byte[] data = join(p.data, "read of inode " + ino);
-            int avail = Math.max(0, Math.min(p.len, data.length - p.srcPos));
-            System.arraycopy(data, p.srcPos, out, p.dstPos, avail); // a short block reads as zeros
+            ByteBuffer data = join(p.data, "read of inode " + ino);
+            int avail = Math.max(0, Math.min(p.len, data.limit() - p.srcPos));
+            if (avail > 0) {
+                data.get(p.srcPos, out, p.dstPos, avail); // absolute: the buffer may be shared; a short block reads as zeros
+            }
             if (p.overlay != null) {
                 System.arraycopy(p.overlay, 0, out, p.overlayDst, p.overlay.length);
             }
@@ -261,7 +264,7 @@ public final class OpenFile {
     }
 
     /** One part of a read: bytes of a (future) block copied to the output, then own dirty bytes over them. */
-    private record Piece(int dstPos, int len, CompletableFuture<byte[]> data, int srcPos, byte[] overlay, int overlayDst) {}
+    private record Piece(int dstPos, int len, CompletableFuture<ByteBuffer> data, int srcPos, byte[] overlay, int overlayDst) {}
 
     /** Plans a read (lock held, no stripe of the range uploading): copies buffered bytes, starts block reads. */
     private byte[] plan(long offset, int length, List<Piece> pieces) {
@@ -335,7 +338,7 @@ public final class OpenFile {
             if (e == null || e.getLength() == 0) {
                 continue;
             }
-            CompletableFuture<byte[]> f = readBlock(e, 0, (int) Math.min(e.getLength(), stripeSize));
+            CompletableFuture<ByteBuffer> f = readBlock(e, 0, (int) Math.min(e.getLength(), stripeSize));
             f.exceptionally(t -> null); // a failed readahead is reported only if the stripe is read
             window.put(k, new Prefetch(e.getBlockKey(), f));
         }
@@ -347,20 +350,32 @@ public final class OpenFile {
         return e != null ? e : committed.get(k);
     }
 
-    private CompletableFuture<byte[]> readBlock(Extent e, int from, int len) {
+    /** Bytes [from, from+len) of the block of {@code e}, as a shared read-only view (read with absolute gets). */
+    private CompletableFuture<ByteBuffer> readBlock(Extent e, int from, int len) {
         if (len <= 0) {
-            return CompletableFuture.completedFuture(new byte[0]);
+            return CompletableFuture.completedFuture(EMPTY);
         }
         if (!e.getInlineData().isEmpty()) { // data on MDS: the bytes came with the extent map
             int end = (int) Math.min((long) from + len, e.getLength());
-            return CompletableFuture.completedFuture(from >= end ? new byte[0] : e.getInlineData().substring(from, end).toByteArray());
+            return CompletableFuture.completedFuture(from >= end ? EMPTY : e.getInlineData().substring(from, end).asReadOnlyByteBuffer());
         }
         try {
-            return vfs.blockIo().read(e.getOst(), e.getBlockKey(), e.getBlockOffset() + from, len);
+            return vfs.blockIo().readView(e.getOst(), e.getBlockKey(), e.getBlockOffset() + from, len);
         } catch (RuntimeException ex) {
             return CompletableFuture.failedFuture(ex);
         }
     }
+
+    /** Like {@link #readBlock}, copied into an array of its own (for read-modify-write). */
+    private CompletableFuture<byte[]> readBlockBytes(Extent e, int from, int len) {
+        return readBlock(e, from, len).thenApply(b -> {
+            byte[] a = new byte[b.limit()];
+            b.get(0, a);
+            return a;
+        });
+    }
+
+    private static final ByteBuffer EMPTY = ByteBuffer.allocate(0).asReadOnlyBuffer();
 
     // ------------------------------------------------------------------ writes
 
@@ -450,7 +465,7 @@ public final class OpenFile {
         if (e != null && e.getLength() > 0) {
             long limit = Math.max(0, Math.min(size - k * stripeSize, stripeSize));
             int len = (int) Math.min(e.getLength(), limit);
-            byte[] old = join(readBlock(e, 0, len), "read-modify-write of inode " + ino);
+            byte[] old = join(readBlockBytes(e, 0, len), "read-modify-write of inode " + ino);
             baseLen = Math.min(len, old.length);
             buf.ensure(baseLen);
             // keep written bytes: copy the old ones only outside [lo, hi)
@@ -485,7 +500,7 @@ public final class OpenFile {
         boolean needOld = needsOldBytes(buf, base, maxLen);
         int ost = ostOf(k);
         CompletableFuture<byte[]> old = needOld
-                ? readBlock(base, 0, (int) Math.min(base.getLength(), maxLen))
+                ? readBlockBytes(base, 0, (int) Math.min(base.getLength(), maxLen))
                 : CompletableFuture.completedFuture(null);
         int fixedLen = buf.baseLoaded ? Math.max(buf.hi, buf.baseLen) : buf.hi;
         CompletableFuture<Extent> f = old.thenComposeAsync(oldData -> {
