@@ -15,8 +15,9 @@ Every size scales with BENCH_SCALE (default 1.0). The workloads, per target, in 
   cold  ->   4 parallel dd readers on 4 files; fio random 128 KiB reads; small files read with
              8 threads
   cold  ->   PyTorch DataLoader over the small files; the MLPerf-Storage-style AU searches
-"cold" = page cache dropped and, for the FUSE targets, the serving process restarted (a cold
-Granary client and OSS cache, a fresh s3fs, rclone with an emptied VFS cache).
+"cold" = page cache dropped, and for the FUSE targets their own caches emptied: Granary's OSS
+read caches dropped (`granary cache drop`, the processes keep running, as issue #4 defines a cold
+read), s3fs remounted, rclone remounted with an emptied VFS cache.
 
 Figures go to bench/results/compare-<date>-s<scale>.md (and .png); the Markdown is printed too.
 """
@@ -357,6 +358,14 @@ class GranaryTarget(Target):
             self.sample_rss()
             self.daemon.stop(timeout=90)
             unmount(self.root)
+
+    def cold(self):
+        """Empties the OSS read caches (granary cache drop) and the page cache; no restart."""
+        self.settle()
+        subprocess.run([GRANARY, "cache", "drop", "-c", os.path.join(self.data, "granary.yaml")], check=True,
+                       stdout=subprocess.DEVNULL)
+        drop_caches()
+        self.sample_rss()
 
     def s3_config(self):
         """(port, access key, secret key) of the embedded S3 server, from the generated config."""
@@ -805,7 +814,8 @@ class Runner:
         self.step(t, "au_retinanet", ["au_retinanet"], lambda: au_search(t, p, RETINANET, p.retina_bytes))
 
     def cold(self, t):
-        log(f"  {t.name}: making it cold (drop caches{', restart' if t.daemon else ''})")
+        how = ", granary cache drop" if isinstance(t, GranaryTarget) else (", restart" if t.daemon else "")
+        log(f"  {t.name}: making it cold (drop caches{how})")
         t0 = time.perf_counter()
         t.cold()
         log(f"  {t.name}: cold in {time.perf_counter() - t0:.1f} s")
@@ -917,8 +927,9 @@ def report(runner, plan, targets, info, counter, elapsed):
                 "and counted in it. The local directory issues none."]
 
     out += ["", "## How it was measured", "",
-            "- **cold**: `sync; echo 3 > /proc/sys/vm/drop_caches` and, for the FUSE targets, the serving process "
-            "restarted: Granary's quickstart restarted on the same data folder (cold client and OSS caches), s3fs "
+            "- **cold**: `sync; echo 3 > /proc/sys/vm/drop_caches` and, for the FUSE targets, their own caches emptied: "
+            "Granary's OSS read caches dropped with `granary cache drop` (the quickstart keeps running: the client holds "
+            "no data cache besides the kernel's page cache), s3fs "
             "remounted, rclone remounted with its VFS cache folder emptied. Cold points: before the sequential read; "
             "before the parallel, random and small-file reads (each reads files not read since); before the DataLoader "
             "and the AU searches. **warm**: the same file read again right after.",
