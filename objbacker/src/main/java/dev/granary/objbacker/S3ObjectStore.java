@@ -35,6 +35,7 @@ import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.retries.api.BackoffStrategy;
 import software.amazon.awssdk.retries.api.RetryStrategy;
 import software.amazon.awssdk.services.s3.S3Client;
+import software.amazon.awssdk.services.s3.S3Configuration;
 import software.amazon.awssdk.services.s3.model.CompletedPart;
 import software.amazon.awssdk.services.s3.model.HeadObjectResponse;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Request;
@@ -110,6 +111,10 @@ public final class S3ObjectStore implements ObjectStore {
                 // header does not match"; WHEN_REQUIRED keeps the classic SigV4 signed payload, which
                 // every S3 implementation understands (NOTES.md).
                 .requestChecksumCalculation(RequestChecksumCalculation.WHEN_REQUIRED)
+                // Over http the SDK always signs the payload; chunked (aws-chunked) signing hashes it
+                // in 128 KiB chunks, each signed, with a chunk decoder on the server. Blocks are
+                // whole arrays in memory: one SHA-256 of the body is cheaper for both sides.
+                .serviceConfiguration(S3Configuration.builder().chunkedEncodingEnabled(false).build())
                 .responseChecksumValidation(ResponseChecksumValidation.WHEN_REQUIRED)
                 .httpClientBuilder(ApacheHttpClient.builder()
                         .connectionTimeout(connectTimeout)
