@@ -99,12 +99,17 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** An extent map fetched by a lookup at {@code atNanos} (System.nanoTime). */
     private record LookupMap(MdsClient.FileMap map, long atNanos) {}
+
+    /** Bumped on each of this client's own namespace or attribute changes (see {@link StatAhead}). */
+    private final AtomicLong localChanges = new AtomicLong();
+    private final StatAhead statAhead;
     private final AtomicLong nextHandle = new AtomicLong(1);
     private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
     private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
     private final Map<Long, DirHandle> dirs = new ConcurrentHashMap<>();
 
-    private record DentryKey(long parent, String name) {}
+    /** A cached directory entry's key: parent inode number and name. */
+    record DentryKey(long parent, String name) {}
 
     private record DirHandle(long ino, long parentIno) {}
 
@@ -145,6 +150,7 @@ public final class GranaryVfs implements AutoCloseable {
         this.absentXattrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.xattrFree = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.lookupMaps = Caffeine.newBuilder().expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
+        this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get);
     }
 
     /** A caller identity: uid, primary gid and supplementary gids. */
@@ -234,12 +240,14 @@ public final class GranaryVfs implements AutoCloseable {
             throw new FsException(Status.EACCES, "no search permission on directory inode " + dir.getIno());
         }
         DentryKey key = new DentryKey(dir.getIno(), name);
-        Long ino = dentries.getIfPresent(key);
-        if (ino != null) {
-            Attr a = attrs.getIfPresent(ino);
-            if (a != null) {
-                return a;
-            }
+        Attr cached = cachedEntry(key);
+        if (cached != null) {
+            return cached;
+        }
+        statAhead.awaitFetch(dir.getIno());
+        cached = cachedEntry(key);
+        if (cached != null) {
+            return cached;
         }
         Attr a;
         if (config.openAfterLookup().isZero()) {
@@ -253,7 +261,18 @@ public final class GranaryVfs implements AutoCloseable {
         }
         dentries.put(key, a.getIno());
         attrs.put(a.getIno(), a);
+        statAhead.missed(c, dir.getIno(), name);
         return a;
+    }
+
+    private Attr cachedEntry(DentryKey key) {
+        Long ino = dentries.getIfPresent(key);
+        return ino == null ? null : attrs.getIfPresent(ino);
+    }
+
+    /** Directory fetches statahead started, and the entries they cached (tests, diagnostics). */
+    public long[] stataheadCounters() {
+        return new long[] {statAhead.fetches(), statAhead.fetchedEntries()};
     }
 
     /**
@@ -330,6 +349,7 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     void attrCommitted(Attr a) {
+        localChanges.incrementAndGet();
         lookupMaps.invalidate(a.getIno()); // own change: a map fetched before it is stale
         attrs.put(a.getIno(), a);
     }
@@ -459,6 +479,7 @@ public final class GranaryVfs implements AutoCloseable {
 
     private Attr setattr(Caller c, SetAttrRequest.Builder b) {
         Attr a = mds.setattr(c, b.build());
+        localChanges.incrementAndGet();
         lookupMaps.invalidate(a.getIno());
         if ((b.getValid() & MdsClient.SETATTR_MTIME) != 0) {
             // An explicit mtime outlives writes still buffered in open handles (cp -a sets times
@@ -521,6 +542,7 @@ public final class GranaryVfs implements AutoCloseable {
         Long s = dentries.getIfPresent(sk);
         Long d = dentries.getIfPresent(dk);
         mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
+        localChanges.incrementAndGet();
         dentries.invalidate(sk);
         dentries.invalidate(dk);
         attrs.invalidate(src.parent.getIno());
@@ -598,6 +620,7 @@ public final class GranaryVfs implements AutoCloseable {
      * resolution, about 5 ms on the first write of every new file.
      */
     private void entryAdded(ParentName pn, Attr a) {
+        localChanges.incrementAndGet();
         added(pn, a);
         Attr p = attrs.getIfPresent(pn.parent.getIno());
         if (p != null) {
@@ -607,6 +630,7 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     private void removed(ParentName pn, Long child) {
+        localChanges.incrementAndGet();
         dentries.invalidate(new DentryKey(pn.parent.getIno(), pn.name));
         attrs.invalidate(pn.parent.getIno());
         if (child != null) {
@@ -1052,6 +1076,7 @@ public final class GranaryVfs implements AutoCloseable {
             osts.sort(null);
         }
         mds.setLayout(c, a.getIno(), LayoutXattr.merge(req, fresh.getLayout(), osts));
+        localChanges.incrementAndGet();
         attrs.invalidate(a.getIno());
     }
 
@@ -1065,6 +1090,7 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** Drops every cached dentry and attribute (e.g. after a known remote change). */
     public void invalidateCaches() {
+        localChanges.incrementAndGet();
         dentries.invalidateAll();
         attrs.invalidateAll();
         absentXattrs.invalidateAll();

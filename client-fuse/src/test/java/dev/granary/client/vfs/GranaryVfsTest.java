@@ -417,6 +417,44 @@ class GranaryVfsTest {
     }
 
     @Test
+    void stataheadAnswersALookupLoopFromOneDirectoryFetchAndKeepsOwnChangesVisible() {
+        int n = 60;
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/sa" + i, random(i + 1, i), i + 1);
+        }
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(java.time.Duration.ofSeconds(30)).withReaddirPageSize(16);
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            for (int i = 0; i < n; i++) {
+                assertEquals(i + 1, other.getattr(ROOT, dir + "/sa" + i).getSize());
+            }
+            long[] c = other.stataheadCounters();
+            assertEquals(1, c[0], "one directory fetch for the whole loop");
+            assertTrue(c[1] >= n - 2, "entries cached by it: " + c[1]);
+            // This client's own changes are visible at once, whatever statahead cached.
+            other.unlink(ROOT, dir + "/sa10");
+            FsException gone = assertThrows(FsException.class, () -> other.getattr(ROOT, dir + "/sa10"));
+            assertEquals(Status.ENOENT, gone.status());
+            long fh = other.open(ROOT, dir + "/sa11", O_WRONLY | O_TRUNC);
+            other.write(ROOT, fh, 0, new byte[500], 500);
+            other.release(ROOT, fh);
+            assertEquals(500, other.getattr(ROOT, dir + "/sa11").getSize());
+            // Lookups of absent names (what creates make) never start a fetch.
+            for (int i = 0; i < 20; i++) {
+                other.release(ROOT, other.create(ROOT, dir + "/new" + i, 0644, O_CREAT | O_WRONLY));
+            }
+            assertEquals(1, other.stataheadCounters()[0]);
+        }
+        try (GranaryVfs off = new GranaryVfs(cluster.mds, cluster.blockIo, cfg.withStataheadMax(0))) {
+            for (int i = 0; i < 20; i++) {
+                if (i != 10) {
+                    assertEquals(i == 11 ? 500 : i + 1, off.getattr(ROOT, dir + "/sa" + i).getSize());
+                }
+            }
+            assertEquals(0, off.stataheadCounters()[0], "statahead_max 0 turns it off");
+        }
+    }
+
+    @Test
     void openWithTruncEmptiesTheFile() {
         writeFile(vfs, dir + "/tr", random(1000, 9), 1000);
         long fh = vfs.open(ROOT, dir + "/tr", O_WRONLY | O_TRUNC);

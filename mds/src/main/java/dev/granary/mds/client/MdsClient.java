@@ -116,6 +116,15 @@ public final class MdsClient implements AutoCloseable {
         return new ReadDirPage(r.getEntriesList(), r.getMore());
     }
 
+    /**
+     * Like {@link #readdir}, each entry with the child's attributes ({@code DirEntry.attr}), as
+     * lookups would return them: ENOENT, ENOTDIR, EACCES (needs read and search permission).
+     */
+    public ReadDirPage readdirPlus(Caller c, long ino, byte[] after, int limit) {
+        MdsResponse r = read(req(c).setReaddir(ReadDirRequest.newBuilder().setIno(ino).setAfter(bs(after)).setLimit(limit).setPlus(true)));
+        return new ReadDirPage(r.getEntriesList(), r.getMore());
+    }
+
     /** Creates a symbolic link to {@code target}: EEXIST, ENAMETOOLONG. */
     public Attr symlink(Caller c, long parent, byte[] name, byte[] target) {
         return write(req(c).setSymlink(SymlinkRequest.newBuilder().setParent(parent).setName(bs(name)).setTarget(bs(target)))).getAttr();

@@ -421,8 +421,20 @@ public final class Namespace {
      * @throws FsException ENOENT, ENOTDIR, EACCES (no read permission)
      */
     public DirPage readdir(Caller c, long ino, byte[] after, int limit) {
+        return readdir(c, ino, after, limit, false);
+    }
+
+    /**
+     * {@link #readdir(Caller, long, byte[], int)}; with {@code plus} each entry also carries the
+     * child's attributes, as a lookup of it would return them (NFSv3 READDIRPLUS; the client's
+     * statahead, after Lustre's). A child removed between the dentry and inode reads of this same
+     * snapshot cannot happen: both come from one consistent view.
+     *
+     * @throws FsException ENOENT, ENOTDIR, EACCES (no read permission; with plus, also no search permission)
+     */
+    public DirPage readdir(Caller c, long ino, byte[] after, int limit, boolean plus) {
         InodeRecord d = dir(ino);
-        access(c, d, R, "read directory " + Long.toUnsignedString(ino));
+        access(c, d, plus ? R | X : R, "read directory " + Long.toUnsignedString(ino));
         int max = limit <= 0 ? READDIR_DEFAULT_LIMIT : Math.min(limit, READDIR_MAX_LIMIT);
         List<DirEntry> out = new ArrayList<>();
         boolean[] more = {false};
@@ -431,7 +443,15 @@ public final class Namespace {
                 more[0] = true;
                 return false;
             }
-            out.add(DirEntry.newBuilder().setName(ByteString.copyFrom(name)).setIno(rec.getIno()).setMode(rec.getType()).build());
+            DirEntry.Builder e = DirEntry.newBuilder().setName(ByteString.copyFrom(name)).setIno(rec.getIno()).setMode(rec.getType());
+            if (plus) {
+                InodeRecord child = findInode(rec.getIno());
+                if (child == null) {
+                    return true; // a dangling dentry (never written by this MDS): lookup would say ENOENT
+                }
+                e.setAttr(attr(rec.getIno(), child));
+            }
+            out.add(e.build());
             return true;
         });
         return new DirPage(out, more[0]);

@@ -117,7 +117,7 @@ public final class MdsStateMachine implements KvApplier {
             case GETATTR -> out.setAttr(ns.getattr(c, r.getGetattr().getIno()));
             case READDIR -> {
                 var q = r.getReaddir();
-                Namespace.DirPage p = ns.readdir(c, q.getIno(), q.getAfter().toByteArray(), q.getLimit());
+                Namespace.DirPage p = ns.readdir(c, q.getIno(), q.getAfter().toByteArray(), q.getLimit(), q.getPlus());
                 out.addAllEntries(p.entries()).setMore(p.more());
             }
             case READLINK -> out.setValue(com.google.protobuf.ByteString.copyFrom(ns.readlink(c, r.getReadlink().getIno())));

@@ -36,6 +36,16 @@ class PermissionTest extends MdsTestBase {
         mds.setattr(BOB, SetAttrRequest.newBuilder().setIno(priv.getIno()).setValid(MdsClient.SETATTR_MODE).setMode(0711).build());
         assertEquals(S_IFREG | 0600, mds.lookup(ALICE, priv.getIno(), b("secret")).getMode());
         assertErrno(Status.EACCES, () -> mds.readdir(ALICE, priv.getIno(), new byte[0], 10));
+        assertErrno(Status.EACCES, () -> mds.readdirPlus(ALICE, priv.getIno(), new byte[0], 10));
+        // readdir plus carries each child's attributes as lookup returns them, and needs search
+        // permission besides read: a read-only (r--) directory lists names but no attributes.
+        var plus = mds.readdirPlus(BOB, priv.getIno(), new byte[0], 10).entries();
+        assertEquals(1, plus.size());
+        assertEquals(mds.lookup(BOB, priv.getIno(), b("secret")), plus.get(0).getAttr());
+        assertFalse(mds.readdir(BOB, priv.getIno(), new byte[0], 10).entries().get(0).hasAttr(), "plain readdir: no attributes");
+        mds.setattr(BOB, SetAttrRequest.newBuilder().setIno(priv.getIno()).setValid(MdsClient.SETATTR_MODE).setMode(0744).build());
+        assertEquals(1, mds.readdir(ALICE, priv.getIno(), new byte[0], 10).entries().size());
+        assertErrno(Status.EACCES, () -> mds.readdirPlus(ALICE, priv.getIno(), new byte[0], 10));
         // group permission through a supplementary group
         Attr shared = mds.mkdir(ROOT, R, b("shared"), 0770);
         mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(shared.getIno()).setValid(MdsClient.SETATTR_GID).setGid(50).build());

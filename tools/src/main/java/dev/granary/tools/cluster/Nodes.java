@@ -178,7 +178,8 @@ public final class Nodes {
                 .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
                 .withKeepCache(cfg.client.keepCache)
                 .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
-                .withLockLease(Sizes.parseDuration(cfg.client.lockLease));
+                .withLockLease(Sizes.parseDuration(cfg.client.lockLease))
+                .withStataheadMax(cfg.client.stataheadMax);
     }
 
     /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */

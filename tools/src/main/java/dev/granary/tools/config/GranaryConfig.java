@@ -100,6 +100,8 @@ public final class GranaryConfig {
         public String openAfterLookup = "2ms";
         /** Lease of this client's fcntl/flock locks in the MDS: a dead client's locks go this long after its last renewal. */
         public String lockLease = "15s";
+        /** Statahead: entries of a directory fetched with attributes when lookups in it keep missing (0: off). */
+        public int stataheadMax = 32768;
     }
 
     /** Raft settings of the MDS peers. */
@@ -194,6 +196,9 @@ public final class GranaryConfig {
         }
         if (inlineMax > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
+        }
+        if (client.stataheadMax < 0 || client.stataheadMax > 1_000_000) {
+            throw new ConfigException(p + "client.statahead_max must be in [0, 1000000] entries, got " + client.stataheadMax);
         }
         if (raft == null) raft = new Raft();
         if (raft.snapshotThreshold < 1) {

@@ -1,0 +1,221 @@
+package dev.granary.client.vfs;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.client.ReadDirPage;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.DirEntry;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Statahead, after Lustre's: when lookups in one directory keep missing the client's cache
+ * (a stat loop, {@code ls -l}, a DataLoader opening a shuffled list of samples), the directory's
+ * entries are fetched with their attributes, a page at a time (readdir plus, as NFSv3
+ * READDIRPLUS), into the dentry and attribute caches, and the lookups that follow are answered
+ * from there. With libfuse2 the kernel sends one LOOKUP at a time per directory (no
+ * FUSE_PARALLEL_DIROPS), so each lookup that needs an MDS round trip stalls every other thread
+ * opening files in that directory.
+ *
+ * <p>Trigger: the second lookup of another name within {@link ClientConfig#cacheTimeout()} that
+ * asked the MDS and found an entry (lookups of absent names, as creates make them, do not count). One fetch
+ * per directory at a time, at most {@link ClientConfig#stataheadMax()} entries, on the client's
+ * io threads; lookups that miss meanwhile wait for it. Fetched entries follow the cache timeout
+ * like any other (the same NFS {@code actimeo}-like window for other clients' changes).
+ *
+ * <p>This client's own changes stay visible at once: a page fetched while this client changed
+ * the namespace or attributes (the generation moved) is not kept, and fetched entries never
+ * replace cached ones.
+ */
+final class StatAhead {
+    private static final Logger LOG = LoggerFactory.getLogger(StatAhead.class);
+    /** Longest a lookup waits for a fetch in flight before asking the MDS itself. */
+    private static final long AWAIT_MS = 2_000;
+
+    private final MdsClient mds;
+    private final ExecutorService executor;
+    private final ClientConfig config;
+    private final Cache<GranaryVfs.DentryKey, Long> dentries;
+    private final Cache<Long, Attr> attrs;
+    private final LongSupplier generation;
+    private final Cache<Long, Dir> dirs;
+    private final AtomicLong fetches = new AtomicLong();
+    private final AtomicLong fetchedEntries = new AtomicLong();
+
+    /** Per directory: misses in the current window, the fetch in flight, when the last one ended. */
+    private static final class Dir {
+        int misses;
+        String lastName;
+        long windowStartNs;
+        long fetchedAtNs;
+        boolean fetchedOnce;
+        CompletableFuture<Void> inFlight;
+    }
+
+    /**
+     * @param generation a counter this client bumps on each of its own namespace or attribute
+     *                   changes (create, unlink, rename, setattr, commit at close, ...)
+     */
+    StatAhead(MdsClient mds, ExecutorService executor, ClientConfig config, Cache<GranaryVfs.DentryKey, Long> dentries,
+              Cache<Long, Attr> attrs, LongSupplier generation) {
+        this.mds = mds;
+        this.executor = executor;
+        this.config = config;
+        this.dentries = dentries;
+        this.attrs = attrs;
+        this.generation = generation;
+        this.dirs = Caffeine.newBuilder().expireAfterAccess(config.cacheTimeout().multipliedBy(4).plusSeconds(1))
+                .maximumSize(10_000).build();
+    }
+
+    private boolean enabled() {
+        return config.stataheadMax() > 0 && !config.cacheTimeout().isZero();
+    }
+
+    /**
+     * Before a lookup in {@code dirIno} asks the MDS: waits (at most 2 s) for a fetch of that
+     * directory in flight, so the caller can find its entry in the cache instead.
+     */
+    void awaitFetch(long dirIno) {
+        if (!enabled()) {
+            return;
+        }
+        Dir d = dirs.getIfPresent(dirIno);
+        CompletableFuture<Void> f;
+        if (d == null) {
+            return;
+        }
+        synchronized (d) {
+            f = d.inFlight;
+        }
+        if (f == null) {
+            return;
+        }
+        try {
+            f.get(AWAIT_MS, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
+            // ask the MDS ourselves
+        }
+    }
+
+    /**
+     * A lookup of {@code name} in directory {@code dirIno} asked the MDS and found an entry: on the
+     * second such miss (of another name) within the cache timeout, starts a fetch of the directory (unless one runs, or one ended
+     * less than half a cache timeout ago: then the miss is a new entry, not an expired cache).
+     */
+    void missed(Caller c, long dirIno, String name) {
+        if (!enabled()) {
+            return;
+        }
+        long now = System.nanoTime();
+        long window = config.cacheTimeout().toNanos();
+        Dir d = dirs.get(dirIno, k -> new Dir());
+        synchronized (d) {
+            if (d.inFlight != null || (d.fetchedOnce && now - d.fetchedAtNs < window / 2)) {
+                return;
+            }
+            if (now - d.windowStartNs > window) {
+                d.windowStartNs = now;
+                d.misses = 0;
+            }
+            if (name.equals(d.lastName)) {
+                return; // the same name again (a directory on a path, its attributes dropped): no scan
+            }
+            d.lastName = name;
+            if (++d.misses < 2) {
+                return;
+            }
+            d.misses = 0;
+            CompletableFuture<Void> f = new CompletableFuture<>();
+            d.inFlight = f;
+            try {
+                executor.execute(() -> {
+                    try {
+                        fetch(c, dirIno);
+                    } catch (RuntimeException e) {
+                        // EACCES (no read permission), the directory removed, the MDS away: lookups go one by one
+                        LOG.debug("statahead of directory {} stopped: {}", dirIno, e.toString());
+                    } finally {
+                        synchronized (d) {
+                            d.inFlight = null;
+                            d.fetchedAtNs = System.nanoTime();
+                            d.fetchedOnce = true;
+                        }
+                        f.complete(null);
+                    }
+                });
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                d.inFlight = null;
+                f.complete(null);
+            }
+        }
+    }
+
+    /** Fetches up to stataheadMax entries of the directory with attributes into the caches. */
+    private void fetch(Caller c, long dirIno) {
+        byte[] after = new byte[0];
+        int got = 0;
+        int max = config.stataheadMax();
+        fetches.incrementAndGet();
+        while (got < max) {
+            long gen = generation.getAsLong();
+            ReadDirPage p = mds.readdirPlus(c, dirIno, after, Math.min(config.readdirPageSize(), max - got));
+            List<GranaryVfs.DentryKey> put = new ArrayList<>();
+            List<Long> putAttrs = new ArrayList<>();
+            if (generation.getAsLong() == gen) {
+                for (DirEntry e : p.entries()) {
+                    if (!e.hasAttr()) {
+                        continue;
+                    }
+                    byte[] raw = e.getName().toByteArray();
+                    String name = new String(raw, StandardCharsets.UTF_8);
+                    if (!Arrays.equals(raw, name.getBytes(StandardCharsets.UTF_8))) {
+                        continue; // not UTF-8: the kernel's name would not match this key
+                    }
+                    GranaryVfs.DentryKey key = new GranaryVfs.DentryKey(dirIno, name);
+                    if (dentries.asMap().putIfAbsent(key, e.getIno()) == null) {
+                        put.add(key);
+                    }
+                    if (attrs.asMap().putIfAbsent(e.getIno(), e.getAttr()) == null) {
+                        putAttrs.add(e.getIno());
+                    }
+                }
+                if (generation.getAsLong() != gen) { // a change of ours raced with the inserts: drop them
+                    dentries.invalidateAll(put);
+                    attrs.invalidateAll(putAttrs);
+                } else {
+                    fetchedEntries.addAndGet(put.size());
+                }
+            }
+            got += p.entries().size();
+            if (!p.more() || p.entries().isEmpty()) {
+                break;
+            }
+            after = p.entries().get(p.entries().size() - 1).getName().toByteArray();
+        }
+    }
+
+    /** Directory fetches started so far (for tests and diagnostics). */
+    long fetches() {
+        return fetches.get();
+    }
+
+    /** Entries those fetches put into the caches. */
+    long fetchedEntries() {
+        return fetchedEntries.get();
+    }
+}
