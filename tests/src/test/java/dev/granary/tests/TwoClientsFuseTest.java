@@ -9,13 +9,19 @@ import dev.granary.tools.prereq.Prerequisites;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -24,8 +30,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Two FUSE mounts of one cluster (two clients, A and B): close-to-open consistency of data and
- * sizes, and how long another client's unlink and rename stay invisible. {@code attr_timeout} is
- * 1 s (MiniCluster's config).
+ * sizes, how long another client's unlink and rename stay invisible, and O_APPEND writers on both
+ * mounts at once. {@code attr_timeout} is 1 s (MiniCluster's config).
  */
 class TwoClientsFuseTest {
     static final String PY = "/usr/bin/python3";
@@ -218,5 +224,115 @@ class TwoClientsFuseTest {
             assertArrayEquals(data, read(mntB.resolve("names/r" + round + ".moved")));
         }
         System.out.println("unlink/rename: worst time until B's stat said ENOENT: " + worst + " ms (attr_timeout 1 s)");
+    }
+
+    /**
+     * A writer process: appends {@code n} records of {@code size} bytes to a file with
+     * O_APPEND, one write(2) each ("WW:SSSSSS:" + the writer's letter repeated + newline);
+     * mode "keep" keeps one descriptor (fsync every {@code every} records, 0 never), mode
+     * "reopen" opens, appends and closes once per record (as a logger calling open(O_APPEND)).
+     */
+    static final String APPENDER = String.join("\n",
+            "import os, sys, time",
+            "path, wid, n, size, every, mode, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], float(sys.argv[7])",
+            "def rec(i):",
+            "    head = b'%02d:%06d:' % (wid, i)",
+            "    return head + bytes([65 + wid]) * (size - len(head) - 1) + b'\\n'",
+            "time.sleep(max(0, go - time.time()))  # all writers start together",
+            "if mode == 'keep':",
+            "    fd = os.open(path, os.O_WRONLY | os.O_APPEND)",
+            "    for i in range(n):",
+            "        assert os.write(fd, rec(i)) == size",
+            "        if every and (i + 1) % every == 0: os.fsync(fd)",
+            "    os.close(fd)",
+            "else:",
+            "    for i in range(n):",
+            "        fd = os.open(path, os.O_WRONLY | os.O_APPEND)",
+            "        assert os.write(fd, rec(i)) == size",
+            "        os.close(fd)",
+            "print('done', wid)", "");
+
+    /**
+     * Six writer processes, three on each mount, append fixed-size records to one file with
+     * O_APPEND at the same time (some keep the file open and fsync now and then, some reopen it
+     * for every record). After all have closed, the file must hold every record exactly once,
+     * none torn or overwritten, each writer's records in its order, and both mounts must read
+     * the same bytes. The file starts empty and inline (data on MDS) and grows across many
+     * 64 KiB stripes while the writers run.
+     */
+    @Test
+    void appendersOnTwoMountsKeepEveryRecordExactlyOnce() throws Exception {
+        String dir = smallStripeDir("append");
+        Path script = tmp.resolve("appender.py");
+        Files.writeString(script, APPENDER);
+        Path a = mntA.resolve(dir).resolve("log");
+        Path b = mntB.resolve(dir).resolve("log");
+        Files.write(a, new byte[0]);
+        int size = 100;
+        // writer id -> (mount, records, fsync every, mode)
+        record Writer(int id, Path file, int n, int every, String mode) {}
+        List<Writer> writers = List.of(
+                new Writer(0, a, 500, 20, "keep"), new Writer(1, b, 500, 25, "keep"),
+                new Writer(2, a, 500, 0, "keep"), new Writer(3, b, 500, 30, "keep"),
+                new Writer(4, a, 30, 0, "reopen"), new Writer(5, b, 30, 0, "reopen"));
+        double go = System.currentTimeMillis() / 1000.0 + 1.0;
+        List<Process> procs = new ArrayList<>();
+        long t0 = System.nanoTime();
+        for (Writer w : writers) {
+            procs.add(new ProcessBuilder(PY, script.toString(), w.file.toString(), "" + w.id, "" + w.n, "" + size, "" + w.every, w.mode,
+                    String.format(java.util.Locale.ROOT, "%.3f", go)).redirectErrorStream(true).start());
+        }
+        for (int i = 0; i < procs.size(); i++) {
+            Process p = procs.get(i);
+            assertTrue(p.waitFor(180, java.util.concurrent.TimeUnit.SECONDS), "appender " + i + " did not finish");
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertEquals(0, p.exitValue(), "appender " + i + ": " + out);
+        }
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        int total = writers.stream().mapToInt(Writer::n).sum();
+        byte[] viaA = read(a);
+        byte[] viaB = read(b);
+        String report = appendReport(viaA, writers.stream().collect(java.util.stream.Collectors.toMap(Writer::id, Writer::n)), size);
+        System.out.println("O_APPEND, 6 writers on 2 mounts, " + total + " records of " + size + " bytes, " + ms + " ms: " + report);
+        assertArrayEquals(viaA, viaB, "both mounts read the same file");
+        assertEquals("every record exactly once, none torn, each writer's in order", report);
+        assertEquals((long) total * size, viaA.length);
+    }
+
+    /**
+     * Checks the records of an appended file: returns "every record exactly once, none torn, each
+     * writer's in order" or a description of what is wrong (sizes, torn records, lost,
+     * duplicated and reordered records per writer).
+     */
+    static String appendReport(byte[] file, Map<Integer, Integer> expected, int size) {
+        Pattern rec = Pattern.compile("(\\d\\d):(\\d{6}):([A-Z])\\3*\\n");
+        Map<Integer, List<Integer>> seen = new TreeMap<>();
+        int torn = 0;
+        for (int off = 0; off + size <= file.length; off += size) {
+            String r = new String(file, off, size, StandardCharsets.ISO_8859_1);
+            Matcher m = rec.matcher(r);
+            int wid = m.matches() ? Integer.parseInt(m.group(1)) : -1;
+            if (wid < 0 || m.group(3).charAt(0) != 'A' + wid) {
+                torn++;
+                continue;
+            }
+            seen.computeIfAbsent(wid, k -> new ArrayList<>()).add(Integer.parseInt(m.group(2)));
+        }
+        List<String> problems = new ArrayList<>();
+        if (file.length % size != 0) problems.add("size " + file.length + " is not a multiple of " + size);
+        if (torn > 0) problems.add(torn + " torn or overwritten records");
+        for (Map.Entry<Integer, Integer> e : expected.entrySet()) {
+            List<Integer> s = seen.getOrDefault(e.getKey(), List.of());
+            long distinct = s.stream().distinct().count();
+            int lost = (int) (e.getValue() - distinct);
+            int dup = (int) (s.size() - distinct);
+            boolean ordered = true;
+            for (int i = 1; i < s.size(); i++) ordered &= s.get(i) > s.get(i - 1);
+            if (lost != 0 || dup != 0 || !ordered) {
+                problems.add("writer " + e.getKey() + ": " + lost + " of " + e.getValue() + " lost, " + dup + " duplicated"
+                        + (ordered ? "" : ", out of order"));
+            }
+        }
+        return problems.isEmpty() ? "every record exactly once, none torn, each writer's in order" : String.join("; ", problems);
     }
 }
