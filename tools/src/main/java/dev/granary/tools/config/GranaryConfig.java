@@ -64,6 +64,10 @@ public final class GranaryConfig {
         public boolean pathStyle = true;
         /** Objects above this size are written with multipart upload. */
         public String multipartThreshold = "64MiB";
+        /** Attempts per S3 request, the first included (retries back off 0.1 s doubling up to 5 s). */
+        public int maxAttempts = 6;
+        /** Timeout of one S3 attempt (a whole block transfer must fit); connecting waits at most min(5s, this). */
+        public String requestTimeout = "60s";
     }
 
     /** One OST. */
@@ -100,6 +104,8 @@ public final class GranaryConfig {
         public String openAfterLookup = "2ms";
         /** Lease of this client's fcntl/flock locks in the MDS: a dead client's locks go this long after its last renewal. */
         public String lockLease = "15s";
+        /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
+        public String ioTimeout = "120s";
     }
 
     /** Raft settings of the MDS peers. */
@@ -183,6 +189,8 @@ public final class GranaryConfig {
             inlineMax = Sizes.parseBytes(client.inlineMax);
             openAfterLookup = Sizes.parseDuration(client.openAfterLookup);
             lease = Sizes.parseDuration(client.lockLease);
+            if (Sizes.parseDuration(s3.requestTimeout).isZero()) throw new IllegalArgumentException("s3.request_timeout must be positive");
+            if (Sizes.parseDuration(client.ioTimeout).isZero()) throw new IllegalArgumentException("client.io_timeout must be positive");
         } catch (IllegalArgumentException e) {
             throw new ConfigException(p + e.getMessage());
         }
@@ -194,6 +202,9 @@ public final class GranaryConfig {
         }
         if (inlineMax > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
+        }
+        if (s3.maxAttempts < 1 || s3.maxAttempts > 100) {
+            throw new ConfigException(p + "s3.max_attempts must be between 1 and 100, got " + s3.maxAttempts);
         }
         if (raft == null) raft = new Raft();
         if (raft.snapshotThreshold < 1) {
