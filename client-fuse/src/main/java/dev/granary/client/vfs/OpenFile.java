@@ -394,8 +394,9 @@ public final class OpenFile {
     // ------------------------------------------------------------------ writes
 
     /**
-     * Writes {@code len} bytes of {@code data} at {@code offset} (at the end of the file when opened
-     * with O_APPEND); returns the number of bytes written (always {@code len}).
+     * Writes {@code len} bytes of {@code data} at {@code offset} (opened with O_APPEND: queued, and
+     * placed at the end of the file when committed; {@code offset} is ignored); returns the number
+     * of bytes written (always {@code len}).
      *
      * @throws FsException EBADF (read-only handle), EINVAL, EFBIG, EIO (an earlier upload failed),
      *                     EINTR (interrupted while waiting for dirty memory)
