@@ -86,6 +86,19 @@ public final class MiniCluster implements AutoCloseable {
         return dir;
     }
 
+    /**
+     * Sets the default stripe size of directory {@code dir} (on a mount) through the
+     * {@code granary.layout} xattr, with /usr/bin/python3; returns the layout read back.
+     */
+    static String setStripeSize(Path dir, long bytes) throws Exception {
+        String layout = Shell.ok(dir, "/usr/bin/python3 -c \"import os, sys; os.setxattr(sys.argv[1], 'granary.layout', b'stripe_size=" + bytes
+                + "'); print(os.getxattr(sys.argv[1], 'granary.layout').decode())\" '" + dir + "'");
+        if (!layout.contains("stripe_size=" + bytes)) {
+            throw new AssertionError("layout of " + dir + " not set: " + layout);
+        }
+        return layout.trim();
+    }
+
     @Override
     public void close() {
         cluster.close();

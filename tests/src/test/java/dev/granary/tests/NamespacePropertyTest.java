@@ -44,7 +44,6 @@ import jnr.ffi.LibraryLoader;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
 import net.jqwik.api.Combinators;
-import net.jqwik.api.Disabled;
 import net.jqwik.api.EdgeCasesMode;
 import net.jqwik.api.Example;
 import net.jqwik.api.ForAll;
@@ -141,8 +140,9 @@ class NamespacePropertyTest {
             assertEquals("ok", apply(op, g), "prelude " + op + " on Granary");
         }
         // Local inode numbers of files that got a second name. Their mode, size and nlink are
-        // compared only at the end, after the kernel's attr_timeout: through one name Granary shows
-        // them stale for up to 1 s after a change through another (see the @Disabled examples).
+        // compared only at the end, after attr_timeout (before the kernel's attr_timeout became 0,
+        // one name showed them stale for up to 1 s after a change through another: see the
+        // examples below, which now check each name right after the change).
         Set<Object> linkedInos = new HashSet<>();
         List<String> results = new ArrayList<>();
         for (int i = 0; i < ops.size(); i++) {
@@ -174,13 +174,12 @@ class NamespacePropertyTest {
 
     /**
      * Shrunk from the property: [CreateFile a (EEXIST; its tree walk caches c's attributes),
-     * Link c → b]. Local: stat c right after gives nlink 2. Granary: 1 until the kernel's
-     * attr_timeout (1 s) passes. libfuse2's high-level (path) API gives every name its own kernel
-     * inode, and Linux since 6.2 no longer invalidates the old inode's attributes in link()
-     * (it expects the reply to name the same inode), so the first name's cached nlink is stale.
-     * Not a small fix: needs the low-level FUSE API (node ids per Granary inode) or a notify.
+     * Link c → b]. Local: stat c right after gives nlink 2. Granary (before the kernel's
+     * attr_timeout became 0): 1 until attr_timeout (1 s) passed. libfuse2's high-level (path) API
+     * gives every name its own kernel inode, and Linux since 6.2 no longer invalidates the old
+     * inode's attributes in link(), so the first name's cached nlink was stale. Now the kernel
+     * asks the client at every stat, and the client keeps one attribute set per Granary inode.
      */
-    @Disabled("Granary bug: after link(2), stat of the existing name shows the old st_nlink for up to attr_timeout (kernel attr cache of a per-path libfuse2 node)")
     @Example
     void linkUpdatesNlinkSeenThroughTheOtherName() throws Exception {
         Path g = Files.createDirectories(granaryRoot.resolve("ex-link"));
@@ -194,8 +193,7 @@ class NamespacePropertyTest {
         assertEquals(List.of(2, 2), List.of(now, later), "nlink of c right after link and 1.5 s later");
     }
 
-    /** The same cause as above, after unlink(2) of one of two names: local nlink 1 at once, Granary 2 for up to 1 s. */
-    @Disabled("Granary bug: after unlink(2) of one hard link, stat of the other name shows the old st_nlink for up to attr_timeout (kernel attr cache of a per-path libfuse2 node)")
+    /** The same cause as above, after unlink(2) of one of two names: local nlink 1 at once, Granary (before) 2 for up to 1 s. */
     @Example
     void unlinkUpdatesNlinkSeenThroughTheOtherName() throws Exception {
         Path g = Files.createDirectories(granaryRoot.resolve("ex-unlink"));
@@ -224,10 +222,9 @@ class NamespacePropertyTest {
 
     /**
      * Shrunk from the property: [Link c → b, WriteTruncateWrite b (write 1 byte at 0, truncate(b, 0),
-     * write 1 byte at 0, close)]. Local: stat c gives size 1. Granary: 100 (the size before) until
-     * attr_timeout passes. Same cause as linkUpdatesNlinkSeenThroughTheOtherName.
+     * write 1 byte at 0, close)]. Local: stat c gives size 1. Granary (before): 100 (the size
+     * before) until attr_timeout passed. Same cause as linkUpdatesNlinkSeenThroughTheOtherName.
      */
-    @Disabled("Granary bug: after writes/truncate through one hard link, stat of another name shows the old st_size for up to attr_timeout (kernel attr cache of a per-path libfuse2 node)")
     @Example
     void truncateThroughOneHardLinkIsSeenThroughTheOther() throws Exception {
         Path g = Files.createDirectories(granaryRoot.resolve("ex-link-size"));

@@ -257,7 +257,11 @@ class PosixSemanticsTest {
         assertEquals(expected, run("utime_user", d[1], true), "as uid 1000: local (expected) vs Granary (actual)");
     }
 
-    @Disabled("KNOWN (libfuse2 path API): each name of a hard link has its own kernel inode, whose cached size (attr_timeout) cuts reads; SEMANTICS.md")
+    /**
+     * Each name of a hard link has its own kernel inode (libfuse2 path API); while the kernel
+     * cached attributes (attr_timeout 1 s), a stale, smaller size of one name cut reads of data
+     * written through another. With the kernel's attr_timeout 0 every name asks the client.
+     */
     @Test
     void writeThroughOneHardLinkIsReadInFullThroughAnother() throws Exception {
         String out = compare("link_write", false);

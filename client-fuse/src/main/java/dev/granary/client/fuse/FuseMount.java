@@ -24,8 +24,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Mount options: {@code fsname=granary}, {@code subtype=granary}, {@code use_ino},
  * {@code big_writes}, {@code max_read}/{@code max_write} from the config (default 1 MiB),
- * {@code attr_timeout}/{@code entry_timeout} = {@link ClientConfig#cacheTimeout()},
- * {@code negative_timeout=0}, {@code auto_cache} when {@link ClientConfig#keepCache()} (libfuse
+ * {@code entry_timeout} = {@link ClientConfig#cacheTimeout()}, {@code attr_timeout=0} (the kernel
+ * asks for attributes at every stat and at every read that reaches its idea of the end of file;
+ * the client answers from its own attribute cache, which lives {@link ClientConfig#cacheTimeout()}
+ * and which every open refreshes from the MDS: so an open sees the size another client closed,
+ * instead of a size the kernel cached before that close), {@code negative_timeout=0},
+ * {@code auto_cache} with {@code ac_attr_timeout=0} when {@link ClientConfig#keepCache()} (libfuse
  * keeps a file's page cache across opens while the size and mtime that open fetched fresh from
  * the MDS are unchanged, and drops it otherwise: close-to-open revalidation), and
  * {@code allow_other} when {@link ClientConfig#allowOther()} is set and we run as root (or
@@ -112,13 +116,24 @@ public final class FuseMount implements AutoCloseable {
         List<String> o = new ArrayList<>();
         for (String s : new String[] {"fsname=granary", "subtype=granary", "use_ino", "big_writes",
                 "max_read=" + config.fuseMaxRead(), "max_write=" + config.fuseMaxWrite(),
-                "attr_timeout=" + timeout, "entry_timeout=" + timeout, "negative_timeout=0"}) {
+                // attr_timeout=0: see the class comment. A kernel-cached size outlived the open
+                // that fetched a newer one, and reads stopped at it (a file another client had
+                // grown read short for up to attr_timeout). Costs a FUSE round trip per stat,
+                // answered from the client's cache (about 20k instead of 140k stat/s here).
+                "attr_timeout=0", "entry_timeout=" + timeout, "negative_timeout=0"}) {
             o.add("-o");
             o.add(s);
         }
         if (config.keepCache()) {
             o.add("-o");
             o.add("auto_cache");
+            // libfuse decides keep_cache at open from its own copy of the file's last stat, and
+            // re-asks (fgetattr: the fresh attributes Granary's open just fetched) only when that
+            // copy is older than ac_attr_timeout (default: attr_timeout). 0: it always re-asks, so
+            // another client's same-size overwrite closed before this open drops the stale pages
+            // (before: they were served for up to attr_timeout after this client's last stat).
+            o.add("-o");
+            o.add("ac_attr_timeout=0");
         }
         if (config.allowOther() && (root || userAllowOther)) {
             o.add("-o");

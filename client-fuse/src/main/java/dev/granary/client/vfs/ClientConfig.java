@@ -6,7 +6,8 @@ import java.time.Duration;
  * Settings of one Granary client (one mount).
  *
  * @param cacheTimeout     how long a cached dentry (parent inode + name → inode) or attribute
- *                         set stays valid, and the kernel's {@code attr_timeout}/{@code entry_timeout}.
+ *                         set stays valid, and the kernel's {@code entry_timeout} (the kernel's
+ *                         {@code attr_timeout} is 0: it asks this client, which answers from its cache).
  *                         Default 1 s. This is the window in which a change made by another client
  *                         (another node) may stay invisible here, exactly as NFS's {@code actimeo}.
  *                         Local mutations invalidate the caches at once. Data follows close-to-open

@@ -2,6 +2,7 @@ package dev.granary.client.vfs;
 
 import com.google.protobuf.ByteString;
 import dev.granary.mds.FsException;
+import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.Extent;
@@ -39,6 +40,16 @@ import org.slf4j.LoggerFactory;
  * flush/fsync/release (or earlier when memory is short), after a read-modify-write when the
  * stripe had data outside the written range. When all uploads are done, one
  * {@code MdsClient.commitExtents} publishes the new extents with the new size and mtime.
+ *
+ * <p><b>Appends.</b> A handle opened with O_APPEND does not place its writes itself: each write
+ * is queued whole, and queued writes are committed in order (when a chunk has queued, at flush,
+ * fsync and release) at the end of the file as the MDS has it at commit time: read the end,
+ * build the blocks of the stripes from there (the bytes before the end in its stripe are copied
+ * from that stripe's extent), upload, and commit on the condition that the file still ends there
+ * with that extent ({@code MdsClient.commitAppend}); when another client or handle appended first,
+ * the blocks are dropped and the write is placed again at the new end. So appenders on any number
+ * of clients never overwrite one another, and no write is split. A read on such a handle first
+ * commits its queued writes and reloads the extent map.
  *
  * <p><b>Consistency.</b> Close-to-open: the extent map is loaded at open (so a fresh open sees
  * what another client closed) and updated after this handle's own commits and those of the
@@ -82,6 +93,19 @@ public final class OpenFile {
     private long nextSequentialOffset = 0;
     private static final long SEQUENTIAL_SLACK = 256L << 10; // two 128 KiB FUSE reads in flight
     private boolean closed;
+
+    /** O_APPEND handle: writes are queued and placed at the MDS's end of file at commit (class comment). */
+    private final boolean append;
+    /** Queued O_APPEND writes, whole, in order (guarded by lock). */
+    private final List<byte[]> appendQueue = new ArrayList<>();
+    private long appendQueued;
+    private int appendReserved;
+    /** Where the file ended at this handle's last look (a first guess for the next append's stripe). */
+    private long appendEnd;
+    /** Other clients' appends are not in the extent map: reload it before the next read. */
+    private boolean appendMapStale;
+    /** The append commits started so far, one after the other, on the io executor (never completes exceptionally). */
+    private CompletableFuture<Void> appendChain = CompletableFuture.completedFuture(null);
 
     /**
      * A dirty stripe: bytes [lo, hi) written; when baseLoaded, the rest holds the old content up to
@@ -142,6 +166,8 @@ public final class OpenFile {
         }
         this.stripeSize = layout.getStripeSize();
         this.size = attr.getSize();
+        this.append = (flags & GranaryVfs.O_APPEND) != 0;
+        this.appendEnd = attr.getSize();
         for (Extent e : extents) {
             committed.put(e.getStripeIndex(), e);
         }
@@ -218,6 +244,9 @@ public final class OpenFile {
     public byte[] read(long offset, int length) {
         if (offset < 0 || length < 0) {
             throw new FsException(Status.EINVAL, "negative offset or length");
+        }
+        if (append) {
+            syncAppendsForRead();
         }
         List<Piece> pieces = new ArrayList<>();
         byte[] out;
@@ -380,8 +409,9 @@ public final class OpenFile {
     // ------------------------------------------------------------------ writes
 
     /**
-     * Writes {@code len} bytes of {@code data} at {@code offset} (at the end of the file when opened
-     * with O_APPEND); returns the number of bytes written (always {@code len}).
+     * Writes {@code len} bytes of {@code data} at {@code offset} (opened with O_APPEND: queued, and
+     * placed at the end of the file when committed; {@code offset} is ignored); returns the number
+     * of bytes written (always {@code len}).
      *
      * @throws FsException EBADF (read-only handle), EINVAL, EFBIG, EIO (an earlier upload failed),
      *                     EINTR (interrupted while waiting for dirty memory)
@@ -393,13 +423,13 @@ public final class OpenFile {
         if (offset < 0 || len < 0 || len > data.length) {
             throw new FsException(Status.EINVAL, "bad write offset/length");
         }
+        if (append) {
+            return queueAppend(data, len);
+        }
         lock.lock();
         try {
             checkOpen();
             reapUploads();
-            if ((flags & GranaryVfs.O_APPEND) != 0) {
-                offset = size;
-            }
             if (offset + len < 0) {
                 throw new FsException(Status.EFBIG, "write past the largest file offset");
             }
@@ -562,6 +592,9 @@ public final class OpenFile {
             return;
         }
         try {
+            if (append && !appendQueue.isEmpty()) {
+                startAppendCommit();
+            }
             for (Map.Entry<Long, StripeBuffer> en : dirty.entrySet()) {
                 startUpload(en.getKey(), en.getValue());
             }
@@ -580,6 +613,10 @@ public final class OpenFile {
      * @throws FsException EIO when an upload failed (the handle stays failed), or the MDS's errno
      */
     public void flush() {
+        if (append) {
+            flushAppends();
+            return;
+        }
         List<CompletableFuture<Extent>> wait = new ArrayList<>();
         long seq;
         long commitSize;
@@ -687,6 +724,8 @@ public final class OpenFile {
             uploaded.clear();
             window.clear();
             size = attr.getSize();
+            appendEnd = attr.getSize();
+            appendMapStale = false;
             nextSequentialOffset = 0;
         } finally {
             lock.unlock();
@@ -711,6 +750,294 @@ public final class OpenFile {
                 window.clear();
             } finally {
                 lock.unlock();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ O_APPEND
+
+    /** Chunk of queued O_APPEND bytes after which a commit starts while the writer goes on. */
+    private long appendChunk() {
+        long chunk = Math.max(4 * stripeSize, 4L << 20);
+        return Math.max(1, Math.min(chunk, vfs.config().maxDirtyBytes() / 4));
+    }
+
+    /** write(2) on an O_APPEND handle: queues the bytes whole (see the class comment); returns {@code len}. */
+    private int queueAppend(byte[] data, int len) {
+        // The budget is taken without the lock: the append commits that free it need the lock.
+        int reserve = vfs.dirtyBudget().clamp(len);
+        try {
+            vfs.dirtyBudget().acquire(reserve, vfs::spillAll);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new FsException(Status.EINTR, "interrupted while waiting for dirty memory");
+        }
+        boolean queued = false;
+        lock.lock();
+        try {
+            checkOpen();
+            reapUploads();
+            if (len == 0) {
+                return 0;
+            }
+            if (size + len < 0) {
+                throw new FsException(Status.EFBIG, "write past the largest file offset");
+            }
+            queued = true;
+            appendQueue.add(Arrays.copyOf(data, len));
+            appendQueued += len;
+            appendReserved += reserve;
+            size += len;
+            writeSeq++;
+            lastWriteNs = GranaryVfs.nowNs();
+            mtimeSetExplicitly = false;
+            if (appendQueued >= appendChunk()) {
+                startAppendCommit();
+            }
+            return len;
+        } finally {
+            lock.unlock();
+            if (!queued) {
+                vfs.dirtyBudget().release(reserve);
+            }
+        }
+    }
+
+    /**
+     * Starts committing the queued writes after the commits already started (lock held). The
+     * stage never fails: an error becomes {@link #uploadError} (EIO), which the next write, flush
+     * or close throws; the dirty budget is released either way.
+     */
+    private void startAppendCommit() {
+        List<byte[]> chunk = new ArrayList<>(appendQueue);
+        long n = appendQueued;
+        int reserved = appendReserved;
+        long seq = writeSeq;
+        long mtimeNs = lastWriteNs;
+        boolean keepMtime = mtimeSetExplicitly;
+        appendQueue.clear();
+        appendQueued = 0;
+        appendReserved = 0;
+        appendChain = appendChain.thenRunAsync(() -> {
+            Runnable publish = null;
+            try {
+                lock.lock();
+                boolean failed;
+                try {
+                    failed = uploadError != null;
+                } finally {
+                    lock.unlock();
+                }
+                if (!failed) {
+                    publish = commitAppend(chunk, n, mtimeNs, keepMtime, seq);
+                }
+            } catch (RuntimeException e) {
+                lock.lock();
+                try {
+                    if (uploadError == null) {
+                        uploadError = e instanceof FsException fe && fe.status() != Status.EAGAIN ? fe
+                                : new FsException(Status.EIO, "append to inode " + ino + " failed: " + GranaryVfs.rootMessage(e), e);
+                        LOG.warn("{}", uploadError.getMessage());
+                    }
+                } finally {
+                    lock.unlock();
+                }
+            } finally {
+                vfs.dirtyBudget().release(reserved);
+            }
+            if (publish != null) {
+                publish.run(); // after the release: it takes the locks of this inode's other handles
+            }
+        }, vfs.ioExecutor());
+    }
+
+    /** Commits every queued write and waits for all append commits; throws the first failure (EIO). */
+    private void flushAppends() {
+        CompletableFuture<Void> chain;
+        lock.lock();
+        try {
+            if (closed) {
+                return;
+            }
+            if (!appendQueue.isEmpty()) {
+                startAppendCommit();
+            }
+            chain = appendChain;
+        } finally {
+            lock.unlock();
+        }
+        chain.join();
+        lock.lock();
+        try {
+            if (uploadError != null) {
+                throw uploadError;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Before a read on an O_APPEND handle: commits queued writes, then reloads size and extent map. */
+    private void syncAppendsForRead() {
+        boolean needed;
+        lock.lock();
+        try {
+            needed = !appendQueue.isEmpty() || appendMapStale || !appendChain.isDone();
+        } finally {
+            lock.unlock();
+        }
+        if (needed) {
+            flushAppends();
+            reload(vfs.mds().getattr(opener, ino));
+        }
+    }
+
+    /**
+     * Places {@code n} queued bytes ({@code chunk}, in order) at the end of the file as the MDS
+     * has it, uploads the blocks and commits them on the condition that the end has not moved;
+     * when it has (EAGAIN: another appender committed first), drops the blocks and places the
+     * bytes again at the new end. Runs on the io executor, without the lock. Returns what tells
+     * the client's caches and this inode's other handles about the commit, to run afterwards.
+     */
+    private Runnable commitAppend(List<byte[]> chunk, long n, long mtimeNs, boolean keepMtime, long seq) {
+        byte[] data = new byte[Math.toIntExact(n)];
+        int p = 0;
+        for (byte[] b : chunk) {
+            System.arraycopy(b, 0, data, p, b.length);
+            p += b.length;
+        }
+        long guess;
+        lock.lock();
+        try {
+            guess = appendEnd;
+        } finally {
+            lock.unlock();
+        }
+        for (int attempt = 1; ; attempt++) {
+            long k = guess / stripeSize;
+            MdsClient.FileMap m = vfs.mds().getFileMap(opener, ino, k, k + 1);
+            long start = m.attr().getSize();
+            if (start % stripeSize != 0 && start / stripeSize != k) {
+                guess = start; // the end moved to another stripe since the guess: read that one
+                continue;
+            }
+            Extent base = null;
+            if (start % stripeSize != 0) {
+                for (Extent e : m.extents()) {
+                    if (e.getStripeIndex() == k) {
+                        base = e;
+                    }
+                }
+            }
+            List<Extent> extents = placeAppend(data, start, base);
+            try {
+                Attr a = vfs.mds().commitAppend(opener, ino, extents, start, base, start + n,
+                        mtimeNs == 0 ? GranaryVfs.nowNs() : mtimeNs, keepMtime);
+                lock.lock();
+                try {
+                    for (Extent e : extents) {
+                        committed.put(e.getStripeIndex(), e);
+                        window.remove(e.getStripeIndex());
+                    }
+                    appendEnd = a.getSize();
+                    appendMapStale = true; // appends of others before ours are not in the map
+                    committedSeq = Math.max(committedSeq, seq);
+                } finally {
+                    lock.unlock();
+                }
+                return () -> {
+                    vfs.attrCommitted(a);
+                    vfs.extentsCommitted(this, extents, a.getSize());
+                };
+            } catch (FsException e) {
+                if (e.status() != Status.EAGAIN) {
+                    throw e; // EIO may mean "applied, but the answer was lost": the blocks stay
+                }
+                dropBlocks(extents); // EAGAIN: nothing was applied, nothing refers to them
+                if (attempt >= 10_000) {
+                    throw new FsException(Status.EIO, "append to inode " + ino + " lost the race to other appenders "
+                            + attempt + " times", e);
+                }
+                guess = start;
+                try {
+                    Thread.sleep(java.util.concurrent.ThreadLocalRandom.current().nextInt(1, 2 + Math.min(attempt, 20)));
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                    throw new FsException(Status.EINTR, "interrupted while appending");
+                }
+            }
+        }
+    }
+
+    /**
+     * The extents of {@code data} placed at file offset {@code start}: one inline extent when the
+     * file stays small (data on MDS), else one new block per stripe touched, uploaded (waits). The
+     * first stripe's bytes before {@code start} are copied from {@code base} (null: zeros).
+     *
+     * @throws FsException EIO when a block read or upload fails
+     */
+    private List<Extent> placeAppend(byte[] data, long start, Extent base) {
+        long end = start + data.length;
+        int inlineMax = vfs.config().inlineMax();
+        int headLen = (int) (start % stripeSize);
+        byte[] head = new byte[0];
+        if (headLen > 0 && base != null && base.getLength() > 0) {
+            head = join(readBlockBytes(base, 0, (int) Math.min(headLen, base.getLength())), "read of the last stripe of inode " + ino);
+        }
+        if (inlineMax > 0 && end <= inlineMax && end <= stripeSize) {
+            byte[] bytes = new byte[(int) end];
+            System.arraycopy(head, 0, bytes, 0, Math.min(head.length, headLen));
+            System.arraycopy(data, 0, bytes, (int) start, data.length);
+            return List.of(Extent.newBuilder().setStripeIndex(0).setLength(end).setInlineData(ByteString.copyFrom(bytes)).build());
+        }
+        List<CompletableFuture<Extent>> uploads = new ArrayList<>();
+        for (long k = start / stripeSize; k * stripeSize < end; k++) {
+            long sStart = k * stripeSize;
+            int from = (int) (Math.max(start, sStart) - sStart);
+            int to = (int) (Math.min(end, sStart + stripeSize) - sStart);
+            byte[] block = new byte[to];
+            if (from > 0) {
+                System.arraycopy(head, 0, block, 0, Math.min(head.length, from));
+            }
+            System.arraycopy(data, (int) (sStart + from - start), block, from, to - from);
+            int ost = ostOf(k);
+            String key = BlockKeys.newKey(ino, k);
+            long stripe = k;
+            uploads.add(vfs.blockIo().write(ost, key, block).thenApply(v -> Extent.newBuilder()
+                    .setStripeIndex(stripe).setOst(ost).setBlockKey(key).setBlockOffset(0).setLength(to).build()));
+        }
+        List<Extent> out = new ArrayList<>();
+        FsException failed = null;
+        for (CompletableFuture<Extent> u : uploads) {
+            try {
+                out.add(join(u, "append upload of inode " + ino));
+            } catch (FsException e) {
+                failed = failed == null ? e : failed;
+            }
+        }
+        if (failed != null) {
+            dropBlocks(out);
+            throw failed;
+        }
+        return out;
+    }
+
+    /** Deletes blocks that were uploaded but will never be committed (best effort, not waited for). */
+    private void dropBlocks(List<Extent> extents) {
+        Map<Integer, List<String>> byOst = new HashMap<>();
+        for (Extent e : extents) {
+            if (e.getInlineData().isEmpty() && !e.getBlockKey().isEmpty()) {
+                byOst.computeIfAbsent(e.getOst(), o -> new ArrayList<>()).add(e.getBlockKey());
+            }
+        }
+        for (Map.Entry<Integer, List<String>> en : byOst.entrySet()) {
+            try {
+                vfs.blockIo().delete(en.getKey(), en.getValue()).exceptionally(t -> {
+                    LOG.debug("dropping unused append blocks {} failed: {}", en.getValue(), t.toString());
+                    return null;
+                });
+            } catch (RuntimeException ex) {
+                LOG.debug("dropping unused append blocks {} failed: {}", en.getValue(), ex.toString());
             }
         }
     }

@@ -185,6 +185,25 @@ public final class MdsClient implements AutoCloseable {
                 .setNewSize(newSize).setMtimeNs(mtimeNs).setKeepMtime(keepMtime))).getAttr();
     }
 
+    /**
+     * Commits the extents of an O_APPEND write that the caller placed at {@code expectSize}, the
+     * end of file it read (see {@code CommitExtentsRequest.append} in mds.proto): applied only
+     * while the file still ends there and the stripe holding that end still has extent
+     * {@code base} (null: none), so appended bytes never overwrite another client's.
+     *
+     * @throws FsException EAGAIN when the file changed meanwhile (nothing applied: read the new
+     *     end and place the bytes again), or as {@link #commitExtents}
+     */
+    public Attr commitAppend(Caller c, long ino, List<Extent> extents, long expectSize, Extent base, long newSize,
+                             long mtimeNs, boolean keepMtime) {
+        CommitExtentsRequest.Builder q = CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents)
+                .setNewSize(newSize).setMtimeNs(mtimeNs).setKeepMtime(keepMtime).setAppend(true).setExpectSize(expectSize);
+        if (base != null) {
+            q.setAppendBase(base);
+        }
+        return write(req(c).setCommitExtents(q)).getAttr();
+    }
+
     /** Extents of {@code ino} with stripe index in {@code [fromStripe, toStripe)}, ascending. */
     public List<Extent> getExtents(Caller c, long ino, long fromStripe, long toStripe) {
         return read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(fromStripe).setToStripe(toStripe))).getExtentsList();
@@ -199,6 +218,15 @@ public final class MdsClient implements AutoCloseable {
      */
     public FileMap getFileMap(Caller c, long ino) {
         MdsResponse r = read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0)));
+        return new FileMap(r.getAttr(), r.getExtentsList());
+    }
+
+    /**
+     * Fresh attributes and the extents of {@code ino} with stripe index in {@code [fromStripe,
+     * toStripe)} (0: no upper bound), from one consistent MDS read: ENOENT, EISDIR.
+     */
+    public FileMap getFileMap(Caller c, long ino, long fromStripe, long toStripe) {
+        MdsResponse r = read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(fromStripe).setToStripe(toStripe)));
         return new FileMap(r.getAttr(), r.getExtentsList());
     }
 

@@ -1330,6 +1330,53 @@ public final class Namespace {
     }
 
     /**
+     * Commits the extents of an O_APPEND write placed at {@code expectSize} (one Raft operation):
+     * as {@link #commitExtents}, but only while the file still ends at {@code expectSize} and, when
+     * that end lies inside a stripe, that stripe's extent is still {@code base} (null: none) —
+     * the client built its block for that stripe from {@code base}'s bytes before the end. So an
+     * append lands at the end of file as of its commit, and concurrent appenders (other clients,
+     * other handles) never overwrite each other.
+     *
+     * @throws FsException EAGAIN when the file changed since the client read its end (nothing is
+     *     applied: the client reads the new end and places its bytes again), EINVAL when
+     *     {@code newSize} is not past {@code expectSize}, and the errors of {@link #commitExtents}
+     */
+    public Attr commitAppend(Caller c, long ino, List<Extent> extents, long expectSize, Extent base, long newSize,
+                             long mtimeNs, boolean keepMtime, long now) {
+        requireWritable();
+        InodeRecord r = inode(ino);
+        if (!isReg(r.getMode())) {
+            throw err(isDir(r.getMode()) ? Status.EISDIR : Status.EINVAL, "inode " + Long.toUnsignedString(ino) + " is not a regular file");
+        }
+        if (Long.compareUnsigned(newSize, expectSize) <= 0) {
+            throw err(Status.EINVAL, "append commit of size " + Long.toUnsignedString(newSize) + " not past its start "
+                    + Long.toUnsignedString(expectSize));
+        }
+        if (r.getSize() != expectSize) {
+            throw err(Status.EAGAIN, "file ends at " + Long.toUnsignedString(r.getSize()) + ", not at "
+                    + Long.toUnsignedString(expectSize) + ": appended to concurrently");
+        }
+        long ss = r.getLayout().getStripeSize();
+        if (ss > 0 && expectSize % ss != 0) {
+            Extent cur = MdsSchema.getExtent(txn, ino, expectSize / ss, epoch);
+            if (!sameData(cur, base)) {
+                throw err(Status.EAGAIN, "stripe " + expectSize / ss + " changed since the append read it");
+            }
+        }
+        return commitExtents(c, ino, extents, newSize, mtimeNs, keepMtime, now);
+    }
+
+    /** Whether two extents (either may be null: none) name the same bytes (birth epochs aside). */
+    private static boolean sameData(Extent a, Extent b) {
+        if (a == null || b == null) {
+            return a == b;
+        }
+        return a.getStripeIndex() == b.getStripeIndex() && a.getOst() == b.getOst() && a.getBlockKey().equals(b.getBlockKey())
+                && a.getBlockOffset() == b.getBlockOffset() && a.getLength() == b.getLength()
+                && a.getInlineData().equals(b.getInlineData());
+    }
+
+    /**
      * Checks an inline (data on MDS) extent: stripe 0 only, no block, length equal to the inline
      * bytes, at most {@link #INLINE_MAX} bytes and within the stripe. Like Lustre's DoM component,
      * it holds the file's first bytes; later stripes of a file that grew may live in blocks.

@@ -187,7 +187,12 @@ public final class MdsStateMachine implements KvApplier {
                     r.getRenewSession().getLeaseNs(), now));
             case COMMIT_EXTENTS -> {
                 var q = r.getCommitExtents();
-                out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
+                if (q.getAppend()) {
+                    out.setAttr(ns.commitAppend(c, q.getIno(), q.getExtentsList(), q.getExpectSize(),
+                            q.hasAppendBase() ? q.getAppendBase() : null, q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
+                } else {
+                    out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
+                }
             }
             case REGISTER_OST -> ns.registerOst(c, r.getRegisterOst().getOst());
             case REGISTER_OSS -> ns.registerOss(c, r.getRegisterOss().getOss());

@@ -252,4 +252,39 @@ class ExtentsTest extends MdsTestBase {
         Attr a = mds.commitExtents(ALICE, f.getIno(), List.of(ext(f.getLayout(), 0, "x", 1)), 1, 0);
         assertEquals(S_IFREG | 0755, a.getMode());
     }
+
+    /**
+     * An O_APPEND commit applies only while the file still ends where the client placed its
+     * bytes and the stripe holding that end still has the extent whose head bytes it copied:
+     * otherwise EAGAIN, and nothing changes.
+     */
+    @Test
+    void appendCommitsOnlyAtTheEndOfFileTheClientRead() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("log"), 0644, true);
+        Layout l = f.getLayout();
+        long ss = l.getStripeSize();
+        Attr a = mds.commitAppend(ROOT, f.getIno(), List.of(inline("first")), 0, null, 5, 0, false);
+        assertEquals(5, a.getSize());
+        Extent head = mds.getExtents(ROOT, f.getIno(), 0, 1).get(0);
+        // a second appender that read size 0 lost the race: EAGAIN, the file is unchanged
+        assertErrno(Status.EAGAIN, () -> mds.commitAppend(ROOT, f.getIno(), List.of(inline("other")), 0, null, 5, 0, false));
+        // right size, but the client copied its head bytes from another extent of stripe 0
+        Extent stale = head.toBuilder().setInlineData(com.google.protobuf.ByteString.copyFromUtf8("FIRST")).build();
+        assertErrno(Status.EAGAIN, () -> mds.commitAppend(ROOT, f.getIno(), List.of(inline("first+more")), 5, stale, 10, 0, false));
+        assertErrno(Status.EAGAIN, () -> mds.commitAppend(ROOT, f.getIno(), List.of(inline("first+more")), 5, null, 10, 0, false));
+        assertEquals(head, mds.getExtents(ROOT, f.getIno(), 0, 1).get(0));
+        assertEquals(5, mds.getattr(ROOT, f.getIno()).getSize());
+        // the winner's view: size 5 and that extent
+        a = mds.commitAppend(ROOT, f.getIno(), List.of(inline("first+more")), 5, head, 10, 0, false);
+        assertEquals(10, a.getSize());
+        // grown into blocks: a stripe-aligned end needs no base
+        Extent s0 = ext(l, 0, "s0", ss);
+        a = mds.commitAppend(ROOT, f.getIno(), List.of(s0), 10, mds.getExtents(ROOT, f.getIno(), 0, 1).get(0), ss, 0, false);
+        assertEquals(ss, a.getSize());
+        a = mds.commitAppend(ROOT, f.getIno(), List.of(ext(l, 1, "s1", 7)), ss, null, ss + 7, 0, false);
+        assertEquals(ss + 7, a.getSize());
+        assertErrno(Status.EINVAL, () -> mds.commitAppend(ROOT, f.getIno(), List.of(), ss + 7, null, ss + 7, 0, false));
+        assertEquals(List.of("s0", "s1"), mds.getExtents(ROOT, f.getIno(), 0, 0).stream().map(Extent::getBlockKey).toList());
+    }
 }

@@ -16,6 +16,7 @@ import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
 import dev.granary.oss.proto.ReadBlockRequest;
 import dev.granary.oss.proto.WriteBlockRequest;
+import io.grpc.Deadline;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
@@ -49,7 +50,7 @@ public final class OssClient implements BlockIo {
     private static final Logger LOG = LoggerFactory.getLogger(OssClient.class);
     /** Default attempts per call over all OSSes. */
     public static final int DEFAULT_MAX_ATTEMPTS = 4;
-    /** Default deadline of one call. */
+    /** Default deadline of one call (all its attempts together). */
     public static final Duration DEFAULT_DEADLINE = Duration.ofSeconds(120);
 
     private final int maxMessageBytes;
@@ -59,7 +60,7 @@ public final class OssClient implements BlockIo {
     private volatile List<String> addresses;
     private final ScheduledExecutorService retryTimer;
 
-    /** A client with defaults (128 MiB messages, 4 attempts, 120 s deadline) for {@code addresses} (host:port). */
+    /** A client with defaults (128 MiB messages, 4 attempts, 120 s deadline per call) for {@code addresses} (host:port). */
     public OssClient(List<String> addresses) {
         this(addresses, OssConfig.DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ATTEMPTS, DEFAULT_DEADLINE);
     }
@@ -68,7 +69,9 @@ public final class OssClient implements BlockIo {
      * @param addresses       OSS addresses, {@code host:port}; OST i goes to {@code addresses[i % n]}
      * @param maxMessageBytes largest reply accepted, bytes (a whole block must fit)
      * @param maxAttempts     attempts per call over all OSSes (>= 1)
-     * @param deadline        deadline of one attempt
+     * @param deadline        deadline of one call, all its attempts together: a call that has not
+     *                        completed by then fails with DEADLINE_EXCEEDED (a read or write of a
+     *                        block never hangs longer, whatever the OSS or S3 does)
      * @throws IllegalArgumentException on an empty or malformed address list or bad limits
      */
     public OssClient(List<String> addresses, int maxMessageBytes, int maxAttempts, Duration deadline) {
@@ -149,7 +152,7 @@ public final class OssClient implements BlockIo {
                 .build();
     }
 
-    private synchronized ObjectStorageServiceGrpc.ObjectStorageServiceFutureStub stub(String address) {
+    private synchronized ObjectStorageServiceGrpc.ObjectStorageServiceFutureStub stub(String address, Deadline callDeadline) {
         ManagedChannel ch = channels.get(address);
         if (ch == null) { // removed by setAddresses meanwhile
             ch = channels.computeIfAbsent(address, this::open);
@@ -157,7 +160,7 @@ public final class OssClient implements BlockIo {
         return ObjectStorageServiceGrpc.newFutureStub(ch)
                 .withMaxInboundMessageSize(maxMessageBytes)
                 .withMaxOutboundMessageSize(maxMessageBytes)
-                .withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS);
+                .withDeadline(callDeadline);
     }
 
     /** Writes block {@code key} of OST {@code ost}; completes when the OSS has PUT it to S3. */
@@ -219,7 +222,7 @@ public final class OssClient implements BlockIo {
         CompletableFuture<T> out = new CompletableFuture<>();
         ListenableFuture<T> f;
         try {
-            f = rpc.apply(stub(address));
+            f = rpc.apply(stub(address, Deadline.after(deadline.toNanos(), TimeUnit.NANOSECONDS)));
         } catch (RuntimeException e) {
             out.completeExceptionally(new OssException("INTERNAL", what + ": " + e, e));
             return out;
@@ -245,18 +248,18 @@ public final class OssClient implements BlockIo {
             out.completeExceptionally(new OssException("INVALID_ARGUMENT", what + ": OST index must be >= 0", null));
             return out;
         }
-        attempt(ost, what, rpc, out, 0);
+        attempt(ost, what, rpc, out, 0, Deadline.after(deadline.toNanos(), TimeUnit.NANOSECONDS));
         return out;
     }
 
     private <T> void attempt(int ost, String what,
                              Function<ObjectStorageServiceGrpc.ObjectStorageServiceFutureStub, ListenableFuture<T>> rpc,
-                             CompletableFuture<T> out, int attempt) {
+                             CompletableFuture<T> out, int attempt, Deadline callDeadline) {
         List<String> list = addresses;
         String address = list.get((ost + attempt) % list.size());
         ListenableFuture<T> f;
         try {
-            f = rpc.apply(stub(address));
+            f = rpc.apply(stub(address, callDeadline));
         } catch (RuntimeException e) {
             out.completeExceptionally(new OssException("INTERNAL", what + " via OSS " + address + ": " + e, e));
             return;
@@ -270,10 +273,11 @@ public final class OssClient implements BlockIo {
             @Override
             public void onFailure(Throwable t) {
                 Status s = Status.fromThrowable(t);
-                if (s.getCode() == Status.Code.UNAVAILABLE && attempt + 1 < maxAttempts && !retryTimer.isShutdown()) {
+                if (s.getCode() == Status.Code.UNAVAILABLE && attempt + 1 < maxAttempts && !retryTimer.isShutdown()
+                        && callDeadline.timeRemaining(TimeUnit.MILLISECONDS) > 50L * (attempt + 1)) {
                     LOG.debug("{} via OSS {} unavailable ({}), retrying on the next OSS", what, address, s.getDescription());
                     try {
-                        retryTimer.schedule(() -> attempt(ost, what, rpc, out, attempt + 1), 50L * (attempt + 1), TimeUnit.MILLISECONDS);
+                        retryTimer.schedule(() -> attempt(ost, what, rpc, out, attempt + 1, callDeadline), 50L * (attempt + 1), TimeUnit.MILLISECONDS);
                         return;
                     } catch (RuntimeException rejected) {
                         // closing: fall through and fail

@@ -94,8 +94,11 @@ public final class Nodes {
         Map<Integer, ObjectStore> osts = new LinkedHashMap<>();
         try {
             for (GranaryConfig.Ost o : cfg.osts) {
+                java.time.Duration attempt = Sizes.parseDuration(cfg.s3.requestTimeout);
                 S3Config sc = S3Config.of(endpoint, o.bucket, o.prefix, cfg.s3.accessKey, cfg.s3.secretKey)
-                        .withMultipart(Sizes.parseBytes(cfg.s3.multipartThreshold), S3Config.DEFAULT_PART_SIZE);
+                        .withMultipart(Sizes.parseBytes(cfg.s3.multipartThreshold), S3Config.DEFAULT_PART_SIZE)
+                        .withMaxAttempts(cfg.s3.maxAttempts)
+                        .withTimeouts(attempt.compareTo(S3Config.DEFAULT_CONNECT_TIMEOUT) < 0 ? attempt : S3Config.DEFAULT_CONNECT_TIMEOUT, attempt);
                 S3ObjectStore store = S3ObjectStore.open(sc);
                 osts.put(o.index, store);
                 store.checkAccess();
@@ -203,7 +206,8 @@ public final class Nodes {
      */
     public static Client mount(GranaryConfig cfg, Path mountPoint) {
         MdsClient mds = mdsClient(cfg);
-        OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList());
+        OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList(), dev.granary.oss.OssConfig.DEFAULT_MAX_MESSAGE_BYTES,
+                OssClient.DEFAULT_MAX_ATTEMPTS, Sizes.parseDuration(cfg.client.ioTimeout));
         ClientConfig cc = clientConfig(cfg);
         GranaryVfs vfs = new GranaryVfs(mds, oss, cc);
         try {

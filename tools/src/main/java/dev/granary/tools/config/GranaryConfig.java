@@ -64,6 +64,10 @@ public final class GranaryConfig {
         public boolean pathStyle = true;
         /** Objects above this size are written with multipart upload. */
         public String multipartThreshold = "64MiB";
+        /** Attempts per S3 request, the first included (retries back off 0.1 s doubling up to 5 s). */
+        public int maxAttempts = 6;
+        /** Timeout of one S3 attempt (a whole block transfer must fit); connecting waits at most min(5s, this). */
+        public String requestTimeout = "60s";
     }
 
     /** One OST. */
@@ -102,6 +106,8 @@ public final class GranaryConfig {
         public String lockLease = "15s";
         /** Statahead: entries of a directory fetched with attributes when lookups in it keep missing (0: off). */
         public int stataheadMax = 32768;
+        /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
+        public String ioTimeout = "120s";
     }
 
     /** Raft settings of the MDS peers. */
@@ -185,6 +191,8 @@ public final class GranaryConfig {
             inlineMax = Sizes.parseBytes(client.inlineMax);
             openAfterLookup = Sizes.parseDuration(client.openAfterLookup);
             lease = Sizes.parseDuration(client.lockLease);
+            if (Sizes.parseDuration(s3.requestTimeout).isZero()) throw new IllegalArgumentException("s3.request_timeout must be positive");
+            if (Sizes.parseDuration(client.ioTimeout).isZero()) throw new IllegalArgumentException("client.io_timeout must be positive");
         } catch (IllegalArgumentException e) {
             throw new ConfigException(p + e.getMessage());
         }
@@ -199,6 +207,9 @@ public final class GranaryConfig {
         }
         if (client.stataheadMax < 0 || client.stataheadMax > 1_000_000) {
             throw new ConfigException(p + "client.statahead_max must be in [0, 1000000] entries, got " + client.stataheadMax);
+        }
+        if (s3.maxAttempts < 1 || s3.maxAttempts > 100) {
+            throw new ConfigException(p + "s3.max_attempts must be between 1 and 100, got " + s3.maxAttempts);
         }
         if (raft == null) raft = new Raft();
         if (raft.snapshotThreshold < 1) {

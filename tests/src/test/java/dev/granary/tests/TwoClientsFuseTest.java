@@ -1,0 +1,338 @@
+package dev.granary.tests;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import dev.granary.tools.prereq.Prerequisites;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Two FUSE mounts of one cluster (two clients, A and B): close-to-open consistency of data and
+ * sizes, how long another client's unlink and rename stay invisible, and O_APPEND writers on both
+ * mounts at once. {@code attr_timeout} is 1 s (MiniCluster's config).
+ */
+class TwoClientsFuseTest {
+    static final String PY = "/usr/bin/python3";
+    /** Stripe size of the test directories: small, so that small files span several stripes on both OSTs. */
+    static final int STRIPE = 64 << 10;
+
+    @TempDir
+    static Path tmp;
+    static MiniCluster cluster;
+    static Path mntA;
+    static Path mntB;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        Assumptions.assumeTrue(Files.isExecutable(Path.of(PY)), "SKIPPED: no " + PY);
+        Prerequisites.ensureFuse();
+        cluster = MiniCluster.start(tmp.resolve("cluster"));
+        mntA = tmp.resolve("a");
+        mntB = tmp.resolve("b");
+        cluster.mount(mntA);
+        cluster.mount(mntB);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (cluster != null) cluster.close();
+    }
+
+    /** A new directory (through mount A) whose files get {@link #STRIPE}-byte stripes; its name. */
+    static String smallStripeDir(String name) throws Exception {
+        MiniCluster.setStripeSize(Files.createDirectory(mntA.resolve(name)), STRIPE);
+        return name;
+    }
+
+    static byte[] random(int n, long seed) {
+        byte[] b = new byte[n];
+        new Random(seed).nextBytes(b);
+        return b;
+    }
+
+    /** Pages of {@code f} in this machine's page cache (fincore), i.e. of the mount the path is on. */
+    static long cachedPages(Path f) throws Exception {
+        String out = Shell.ok(tmp, "fincore --bytes --noheadings --output PAGES '" + f + "'").trim();
+        return Long.parseLong(out);
+    }
+
+    /** open(2) + read to EOF + close(2) through the page cache (what a reader does). */
+    static byte[] read(Path f) throws IOException {
+        return Files.readAllBytes(f);
+    }
+
+    /** open(2) without O_TRUNC, pwrite(2) of {@code data} at {@code off}, close(2). */
+    static void pwrite(Path f, long off, byte[] data) throws IOException {
+        try (FileChannel ch = FileChannel.open(f, StandardOpenOption.WRITE)) {
+            ch.write(ByteBuffer.wrap(data), off);
+        }
+    }
+
+    /**
+     * B reads the old version (so its kernel page cache holds it), then A changes the file and
+     * closes it, then B opens it again at once (well inside attr_timeout) and must see the new
+     * size and bytes: close-to-open.
+     */
+    @Test
+    void anOpenOnBAfterACloseOnASeesTheNewSizeAndBytesEvenWithOldPagesCached() throws Exception {
+        String dir = smallStripeDir("cto");
+        record Case(String name, byte[] before, java.util.function.Function<byte[], byte[]> expected, IoAction change) {}
+        byte[] inlineOld = random(100_000, 1);
+        byte[] inlinePatch = random(5_000, 2);
+        byte[] stripedOld = random(5 * STRIPE + 1234, 3);
+        byte[] stripedPatch = random(3 * STRIPE, 4); // crosses three stripe boundaries, same size
+        byte[] smallOld = random(1_000, 5);
+        byte[] growTail = random(6 * STRIPE, 6);
+        List<Case> cases = List.of(
+                new Case("inline file overwritten in place", inlineOld,
+                        old -> patch(old, 40_000, inlinePatch), f -> pwrite(f, 40_000, inlinePatch)),
+                new Case("striped file overwritten in place across stripes", stripedOld,
+                        old -> patch(old, STRIPE / 2, stripedPatch), f -> pwrite(f, STRIPE / 2, stripedPatch)),
+                new Case("striped file truncated into its second stripe", stripedOld,
+                        old -> Arrays.copyOf(old, STRIPE + 10), f -> {
+                            try (FileChannel ch = FileChannel.open(f, StandardOpenOption.WRITE)) {
+                                ch.truncate(STRIPE + 10);
+                            }
+                        }),
+                new Case("inline file grown into a striped one", smallOld,
+                        old -> concat(old, growTail), f -> Files.write(f, growTail, StandardOpenOption.APPEND)),
+                new Case("striped file replaced by a small one (O_TRUNC)", stripedOld,
+                        old -> smallOld, f -> Files.write(f, smallOld)));
+        for (Case c : cases) {
+            Path a = mntA.resolve(dir).resolve(c.name.replace(' ', '_'));
+            Path b = mntB.resolve(dir).resolve(c.name.replace(' ', '_'));
+            Files.write(a, c.before);
+            assertArrayEquals(c.before, read(b), c.name + ": B reads the first version");
+            assertArrayEquals(c.before, read(b), c.name + ": B reads it again");
+            long pages = cachedPages(b);
+            assertTrue(pages >= c.before.length / 4096, c.name + ": B keeps the unchanged file in its page cache across opens ("
+                    + pages + " pages cached)");
+            long t0 = System.nanoTime();
+            c.change.run(a);
+            byte[] want = c.expected.apply(c.before);
+            byte[] got = read(b);
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            System.out.printf("close-to-open, %s: B opened %d ms after A's change began, read %d bytes (want %d), %s%n",
+                    c.name, ms, got.length, want.length, Arrays.equals(want, got) ? "new bytes" : "WRONG BYTES");
+            assertEquals(want.length, got.length, c.name + ": size seen by B after A's close");
+            assertArrayEquals(want, got, c.name + ": bytes seen by B after A's close");
+            assertEquals(want.length, Files.size(b), c.name + ": stat on B after its open");
+        }
+    }
+
+    @FunctionalInterface
+    interface IoAction {
+        void run(Path p) throws IOException;
+    }
+
+    static byte[] patch(byte[] old, int off, byte[] p) {
+        byte[] out = old.clone();
+        System.arraycopy(p, 0, out, off, p.length);
+        return out;
+    }
+
+    static byte[] concat(byte[] x, byte[] y) {
+        byte[] out = Arrays.copyOf(x, x.length + y.length);
+        System.arraycopy(y, 0, out, x.length, y.length);
+        return out;
+    }
+
+    /** Polls {@code stat(f)} on B until ENOENT; returns the milliseconds from {@code t0} (fails after 10 s). */
+    static long msUntilGone(Path f, long t0) throws InterruptedException {
+        while (Files.exists(f)) {
+            if (System.nanoTime() - t0 > 10_000_000_000L) fail(f + " still visible 10 s after it was removed");
+            Thread.sleep(5);
+        }
+        return (System.nanoTime() - t0) / 1_000_000;
+    }
+
+    /**
+     * A's unlink and rename as B sees them. The rule observed (and documented in SEMANTICS.md):
+     * an open(2) on B of the removed name fails with ENOENT at once after an unlink (open asks the
+     * MDS for the inode), a new name is visible on B at once (no negative caching), and B's stat
+     * of the old name may still succeed until its cached dentry runs out: at most attr_timeout
+     * (1 s) after B last resolved the name from the MDS, so at most 2 x attr_timeout after the
+     * change (the kernel's dentry cache and the client's own each hold an answer that long).
+     */
+    @Test
+    void unlinkAndRenameOnAAreSeenOnBWithinTheCacheTimeout() throws Exception {
+        Files.createDirectory(mntA.resolve("names"));
+        byte[] data = random(3000, 7);
+        long worst = 0;
+        for (int round = 0; round < 3; round++) {
+            Path a = mntA.resolve("names/u" + round);
+            Path b = mntB.resolve("names/u" + round);
+            Files.write(a, data);
+            assertArrayEquals(data, read(b)); // B has the dentry and attributes cached now
+            long t0 = System.nanoTime();
+            Files.delete(a);
+            String open;
+            try {
+                read(b);
+                open = "opened";
+            } catch (NoSuchFileException e) {
+                open = "ENOENT";
+            }
+            long gone = msUntilGone(b, t0);
+            worst = Math.max(worst, gone);
+            System.out.printf("unlink on A (round %d): open on B right after: %s; stat on B ENOENT after %d ms%n", round, open, gone);
+            assertEquals("ENOENT", open, "open(2) on B of a name A unlinked");
+            assertTrue(gone <= 2500, "B still saw an unlinked name after " + gone + " ms (attr_timeout 1 s)");
+        }
+        for (int round = 0; round < 3; round++) {
+            Path a = mntA.resolve("names/r" + round);
+            Path b = mntB.resolve("names/r" + round);
+            Files.write(a, data);
+            assertArrayEquals(data, read(b));
+            long t0 = System.nanoTime();
+            Files.move(a, mntA.resolve("names/r" + round + ".moved"));
+            assertTrue(Files.exists(mntB.resolve("names/r" + round + ".moved")), "B sees the new name at once");
+            String open;
+            try {
+                open = Arrays.equals(data, read(b)) ? "opened the renamed file" : "opened other bytes";
+            } catch (NoSuchFileException e) {
+                open = "ENOENT";
+            }
+            long gone = msUntilGone(b, t0);
+            worst = Math.max(worst, gone);
+            System.out.printf("rename on A (round %d): open of the old name on B right after: %s; stat ENOENT after %d ms%n", round, open, gone);
+            assertTrue(open.equals("opened the renamed file") || open.equals("ENOENT"), open);
+            assertTrue(gone <= 2500, "B still saw a renamed-away name after " + gone + " ms (attr_timeout 1 s)");
+            assertArrayEquals(data, read(mntB.resolve("names/r" + round + ".moved")));
+        }
+        System.out.println("unlink/rename: worst time until B's stat said ENOENT: " + worst + " ms (attr_timeout 1 s)");
+    }
+
+    /**
+     * A writer process: appends {@code n} records of {@code size} bytes to a file with
+     * O_APPEND, one write(2) each ("WW:SSSSSS:" + the writer's letter repeated + newline);
+     * mode "keep" keeps one descriptor (fsync every {@code every} records, 0 never), mode
+     * "reopen" opens, appends and closes once per record (as a logger calling open(O_APPEND)).
+     */
+    static final String APPENDER = String.join("\n",
+            "import os, sys, time",
+            "path, wid, n, size, every, mode, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], float(sys.argv[7])",
+            "def rec(i):",
+            "    head = b'%02d:%06d:' % (wid, i)",
+            "    return head + bytes([65 + wid]) * (size - len(head) - 1) + b'\\n'",
+            "time.sleep(max(0, go - time.time()))  # all writers start together",
+            "if mode == 'keep':",
+            "    fd = os.open(path, os.O_WRONLY | os.O_APPEND)",
+            "    for i in range(n):",
+            "        assert os.write(fd, rec(i)) == size",
+            "        if every and (i + 1) % every == 0: os.fsync(fd)",
+            "    os.close(fd)",
+            "else:",
+            "    for i in range(n):",
+            "        fd = os.open(path, os.O_WRONLY | os.O_APPEND)",
+            "        assert os.write(fd, rec(i)) == size",
+            "        os.close(fd)",
+            "print('done', wid)", "");
+
+    /**
+     * Six writer processes, three on each mount, append fixed-size records to one file with
+     * O_APPEND at the same time (some keep the file open and fsync now and then, some reopen it
+     * for every record). After all have closed, the file must hold every record exactly once,
+     * none torn or overwritten, each writer's records in its order, and both mounts must read
+     * the same bytes. The file starts empty and inline (data on MDS) and grows across many
+     * 64 KiB stripes while the writers run.
+     */
+    @Test
+    void appendersOnTwoMountsKeepEveryRecordExactlyOnce() throws Exception {
+        String dir = smallStripeDir("append");
+        Path script = tmp.resolve("appender.py");
+        Files.writeString(script, APPENDER);
+        Path a = mntA.resolve(dir).resolve("log");
+        Path b = mntB.resolve(dir).resolve("log");
+        Files.write(a, new byte[0]);
+        int size = 100;
+        // writer id -> (mount, records, fsync every, mode)
+        record Writer(int id, Path file, int n, int every, String mode) {}
+        List<Writer> writers = List.of(
+                new Writer(0, a, 500, 20, "keep"), new Writer(1, b, 500, 25, "keep"),
+                new Writer(2, a, 500, 0, "keep"), new Writer(3, b, 500, 30, "keep"),
+                new Writer(4, a, 30, 0, "reopen"), new Writer(5, b, 30, 0, "reopen"));
+        double go = System.currentTimeMillis() / 1000.0 + 1.0;
+        List<Process> procs = new ArrayList<>();
+        long t0 = System.nanoTime();
+        for (Writer w : writers) {
+            procs.add(new ProcessBuilder(PY, script.toString(), w.file.toString(), "" + w.id, "" + w.n, "" + size, "" + w.every, w.mode,
+                    String.format(java.util.Locale.ROOT, "%.3f", go)).redirectErrorStream(true).start());
+        }
+        for (int i = 0; i < procs.size(); i++) {
+            Process p = procs.get(i);
+            assertTrue(p.waitFor(180, java.util.concurrent.TimeUnit.SECONDS), "appender " + i + " did not finish");
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertEquals(0, p.exitValue(), "appender " + i + ": " + out);
+        }
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        int total = writers.stream().mapToInt(Writer::n).sum();
+        byte[] viaA = read(a);
+        byte[] viaB = read(b);
+        String report = appendReport(viaA, writers.stream().collect(java.util.stream.Collectors.toMap(Writer::id, Writer::n)), size);
+        System.out.println("O_APPEND, 6 writers on 2 mounts, " + total + " records of " + size + " bytes, " + ms + " ms: " + report);
+        assertArrayEquals(viaA, viaB, "both mounts read the same file");
+        assertEquals("every record exactly once, none torn, each writer's in order", report);
+        assertEquals((long) total * size, viaA.length);
+    }
+
+    /**
+     * Checks the records of an appended file: returns "every record exactly once, none torn, each
+     * writer's in order" or a description of what is wrong (sizes, torn records, lost,
+     * duplicated and reordered records per writer).
+     */
+    static String appendReport(byte[] file, Map<Integer, Integer> expected, int size) {
+        Pattern rec = Pattern.compile("(\\d\\d):(\\d{6}):([A-Z])\\3*\\n");
+        Map<Integer, List<Integer>> seen = new TreeMap<>();
+        int torn = 0;
+        for (int off = 0; off + size <= file.length; off += size) {
+            String r = new String(file, off, size, StandardCharsets.ISO_8859_1);
+            Matcher m = rec.matcher(r);
+            int wid = m.matches() ? Integer.parseInt(m.group(1)) : -1;
+            if (wid < 0 || m.group(3).charAt(0) != 'A' + wid) {
+                torn++;
+                continue;
+            }
+            seen.computeIfAbsent(wid, k -> new ArrayList<>()).add(Integer.parseInt(m.group(2)));
+        }
+        List<String> problems = new ArrayList<>();
+        if (file.length % size != 0) problems.add("size " + file.length + " is not a multiple of " + size);
+        if (torn > 0) problems.add(torn + " torn or overwritten records");
+        for (Map.Entry<Integer, Integer> e : expected.entrySet()) {
+            List<Integer> s = seen.getOrDefault(e.getKey(), List.of());
+            long distinct = s.stream().distinct().count();
+            int lost = (int) (e.getValue() - distinct);
+            int dup = (int) (s.size() - distinct);
+            boolean ordered = true;
+            for (int i = 1; i < s.size(); i++) ordered &= s.get(i) > s.get(i - 1);
+            if (lost != 0 || dup != 0 || !ordered) {
+                problems.add("writer " + e.getKey() + ": " + lost + " of " + e.getValue() + " lost, " + dup + " duplicated"
+                        + (ordered ? "" : ", out of order"));
+            }
+        }
+        return problems.isEmpty() ? "every record exactly once, none torn, each writer's in order" : String.join("; ", problems);
+    }
+}
