@@ -6,6 +6,7 @@ import dev.granary.oss.server.OssServer;
 import dev.granary.raft.RaftKvServer;
 import dev.granary.tools.UserError;
 import dev.granary.tools.config.GranaryConfig;
+import dev.granary.tools.config.Sizes;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
@@ -61,12 +62,12 @@ public final class LocalCluster implements AutoCloseable {
      * Starts S3 (when embedded), every MDS peer and every OSS of {@code cfg}, then registers the
      * OSTs and OSSes in the MDS. On failure, whatever started is stopped again.
      *
-     * @throws dev.granary.tools.UserError when the OSS caches do not fit the heap (nothing started)
+     * OSS read caches that would not fit 60% of the heap together are shrunk to fit, with a note.
      * @param out progress lines go here (null: silent)
      */
     public static LocalCluster start(GranaryConfig cfg, PrintStream out) {
-        Nodes.checkCachesFitHeap(cfg, cfg.oss.size());
         LocalCluster c = new LocalCluster(cfg);
+        long cache = Nodes.cacheThatFits(cfg, cfg.oss.size());
         try {
             if ("embedded".equals(cfg.s3.endpoint)) {
                 c.s3 = Nodes.startEmbeddedS3(cfg);
@@ -75,8 +76,13 @@ public final class LocalCluster implements AutoCloseable {
             for (GranaryConfig.Node n : cfg.mds) {
                 c.mds.add(Nodes.startMds(cfg, n.id));
             }
+            if (cache < Sizes.parseBytes(cfg.ossCache)) {
+                say(out, "  note  oss_cache " + cfg.ossCache + " x " + cfg.oss.size() + " OSS does not fit this JVM's heap ("
+                        + Sizes.format(Runtime.getRuntime().maxMemory()) + " max): each OSS caches " + Sizes.format(cache)
+                        + " (raise the heap with GRANARY_JAVA_OPTS='-Xms4g -Xmx4g')");
+            }
             for (GranaryConfig.Node n : cfg.oss) {
-                c.oss.add(Nodes.startOss(cfg, n.id));
+                c.oss.add(Nodes.startOss(cfg, n.id, cache));
             }
             c.admin = Nodes.mdsClient(cfg);
             Nodes.register(cfg, c.admin);

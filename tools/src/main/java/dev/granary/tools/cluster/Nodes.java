@@ -140,13 +140,27 @@ public final class Nodes {
         }
     }
 
+    /**
+     * The read cache of each of {@code ossInThisJvm} OSSes: {@code oss_cache}, or less when those
+     * caches together would take more than 60% of this JVM's maximum heap (bytes).
+     */
+    public static long cacheThatFits(GranaryConfig cfg, int ossInThisJvm) {
+        long heap = Runtime.getRuntime().maxMemory();
+        return Math.min(Sizes.parseBytes(cfg.ossCache), heap * 6 / 10 / Math.max(1, ossInThisJvm));
+    }
+
     /** Starts OSS {@code id} serving every OST of the config. */
     public static OssServer startOss(GranaryConfig cfg, String id) {
+        return startOss(cfg, id, Sizes.parseBytes(cfg.ossCache));
+    }
+
+    /** Starts OSS {@code id} serving every OST of the config, with a read cache of {@code cacheBytes}. */
+    public static OssServer startOss(GranaryConfig cfg, String id, long cacheBytes) {
         GranaryConfig.Node n = GranaryConfig.node(cfg.oss, id, "oss");
         var addr = GranaryConfig.hostPort("oss[" + id + "].address", n.address);
         Map<Integer, ObjectStore> osts = openOsts(cfg);
         OssConfig oc = OssConfig.defaults(addr.getHostString(), addr.getPort())
-                .withCache(Sizes.parseBytes(cfg.ossCache), OssConfig.DEFAULT_MAX_CACHED_BLOCK_BYTES);
+                .withCache(cacheBytes, OssConfig.DEFAULT_MAX_CACHED_BLOCK_BYTES);
         try {
             return OssServer.start(oc, osts);
         } catch (RuntimeException e) {
