@@ -442,13 +442,7 @@ public final class OpenFile {
                 StripeBuffer buf = dirty.get(k);
                 if (buf == null) {
                     awaitUpload(k);
-                    int reserve = vfs.dirtyBudget().clamp(stripeSize);
-                    try {
-                        vfs.dirtyBudget().acquire(reserve, vfs::spillAll);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        throw new FsException(Status.EINTR, "interrupted while waiting for dirty memory");
-                    }
+                    int reserve = reserveDirty(stripeSize);
                     buf = new StripeBuffer(in + n, (int) stripeSize, reserve);
                     dirty.put(k, buf);
                 } else if (!buf.baseLoaded && (in > buf.hi || in + n < buf.lo)) {
@@ -762,16 +756,27 @@ public final class OpenFile {
         return Math.max(1, Math.min(chunk, vfs.config().maxDirtyBytes() / 4));
     }
 
-    /** write(2) on an O_APPEND handle: queues the bytes whole (see the class comment); returns {@code len}. */
-    private int queueAppend(byte[] data, int len) {
-        // The budget is taken without the lock: the append commits that free it need the lock.
-        int reserve = vfs.dirtyBudget().clamp(len);
+    /**
+     * Takes up to {@code bytes} of the client's dirty budget (clamped to what the budget can ever
+     * give), waiting for uploads to free memory (backpressure); returns the bytes taken.
+     *
+     * @throws FsException EINTR when interrupted while waiting
+     */
+    private int reserveDirty(long bytes) {
+        int reserve = vfs.dirtyBudget().clamp(bytes);
         try {
             vfs.dirtyBudget().acquire(reserve, vfs::spillAll);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new FsException(Status.EINTR, "interrupted while waiting for dirty memory");
         }
+        return reserve;
+    }
+
+    /** write(2) on an O_APPEND handle: queues the bytes whole (see the class comment); returns {@code len}. */
+    private int queueAppend(byte[] data, int len) {
+        // The budget is taken without the lock: the append commits that free it need the lock.
+        int reserve = reserveDirty(len);
         boolean queued = false;
         lock.lock();
         try {
