@@ -26,7 +26,7 @@ public final class OssCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         GranaryConfig cfg = config.load();
         System.setProperty("granary.log.dir", Path.of(cfg.dataDir).toAbsolutePath().toString());
-        Nodes.checkCachesFitHeap(cfg, 1);
+        Nodes.checkCacheFitsHeap(cfg);
         OssServer server = Nodes.startOss(cfg, id);
         try (MdsClient mds = Nodes.mdsClient(cfg)) {
             Nodes.register(cfg, mds);

@@ -125,18 +125,18 @@ public final class Nodes {
     }
 
     /**
-     * Refuses to start {@code ossInThisJvm} OSSes whose read caches ({@code oss_cache} each) would
-     * take more than 60% of this JVM's maximum heap: they would end in OutOfMemoryError under load.
+     * Refuses to start an OSS whose read cache ({@code oss_cache}) would take more than 60% of
+     * this JVM's maximum heap ({@link #cacheThatFits}): it would end in OutOfMemoryError under load.
      *
      * @throws UserError naming both sizes and how to raise the heap
      */
-    public static void checkCachesFitHeap(GranaryConfig cfg, int ossInThisJvm) {
-        long total = Sizes.parseBytes(cfg.ossCache) * ossInThisJvm;
-        long heap = Runtime.getRuntime().maxMemory();
-        if (total > heap * 6 / 10) {
-            throw new UserError("oss_cache " + cfg.ossCache + (ossInThisJvm > 1 ? " x " + ossInThisJvm + " OSS" : "")
-                    + " does not fit the Java heap (" + Sizes.format(heap) + " max): lower oss_cache, or raise the heap,"
-                    + " e.g. GRANARY_JAVA_OPTS='-Xms" + (2 * total >> 30) + "g -Xmx" + (2 * total >> 30) + "g'");
+    public static void checkCacheFitsHeap(GranaryConfig cfg) {
+        long cache = Sizes.parseBytes(cfg.ossCache);
+        if (cacheThatFits(cfg, 1) < cache) {
+            long heap = Runtime.getRuntime().maxMemory();
+            throw new UserError("oss_cache " + cfg.ossCache + " does not fit the Java heap (" + Sizes.format(heap)
+                    + " max): lower oss_cache, or raise the heap, e.g. GRANARY_JAVA_OPTS='-Xms" + (2 * cache >> 30)
+                    + "g -Xmx" + (2 * cache >> 30) + "g'");
         }
     }
 
