@@ -10,7 +10,6 @@ import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Random;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -24,7 +23,7 @@ class DurabilityTest {
 
     @Test
     void closedFilesSurviveSigkillOfTheWholeProcess() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Path data = tmp.resolve("data");
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));
         int base = MiniCluster.freeBase();

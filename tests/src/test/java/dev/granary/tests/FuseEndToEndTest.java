@@ -40,7 +40,7 @@ class FuseEndToEndTest {
 
     @BeforeAll
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Prerequisites.ensureFuse();
         cluster = MiniCluster.start(tmp.resolve("cluster"));
         mnt = tmp.resolve("mnt");

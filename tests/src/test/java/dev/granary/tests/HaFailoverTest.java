@@ -49,7 +49,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -94,7 +93,7 @@ class HaFailoverTest {
 
     @BeforeAll
     void startCluster() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         int base = MiniCluster.freeBase();
         s3 = EmbeddedS3.start(Files.createDirectories(tmp.resolve("s3")), 0, "ak", "sk");
         s3.createBucket("ha-data");

@@ -55,7 +55,7 @@ class LargeDirectoryFuseTest {
 
     @BeforeAll
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Assumptions.assumeTrue(Files.isExecutable(Path.of(PY)), "SKIPPED: no " + PY);
         Prerequisites.ensureFuse();
         // One MDS peer (dev mode): the namespace logic and the FUSE path are the same, and bulk

@@ -11,7 +11,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -30,7 +29,7 @@ class LocksFuseTest {
 
     @BeforeAll
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Prerequisites.ensureFuse();
         cfg = MiniCluster.configFor(tmp.resolve("cluster"));
         cfg.client.lockLease = "3s";

@@ -11,6 +11,7 @@ import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.ThreadLocalRandom;
+import org.junit.jupiter.api.Assumptions;
 
 /**
  * The test fixture: N MDS Raft peers + M OSS + the embedded S3 server in one JVM, each over its
@@ -24,6 +25,11 @@ public final class MiniCluster implements AutoCloseable {
     private MiniCluster(LocalCluster cluster, Path dir) {
         this.cluster = cluster;
         this.dir = dir;
+    }
+
+    /** Skips the calling test, with the reason printed, on a machine without /dev/fuse. */
+    static void assumeFuseDevice() {
+        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
     }
 
     /** Starts a cluster with data under {@code dir} (3 MDS, 2 OSS, 2 OSTs). */

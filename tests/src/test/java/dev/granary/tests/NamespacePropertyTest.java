@@ -55,7 +55,6 @@ import net.jqwik.api.ShrinkingMode;
 import net.jqwik.api.Tuple;
 import net.jqwik.api.lifecycle.AfterContainer;
 import net.jqwik.api.lifecycle.BeforeContainer;
-import org.junit.jupiter.api.Assumptions;
 
 /**
  * Model-based property test (STYLE.md point 13): random sequences of namespace and data
@@ -87,7 +86,7 @@ class NamespacePropertyTest {
 
     @BeforeContainer
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Prerequisites.ensureFuse();
         tmp = Files.createTempDirectory("granary-prop");
         cluster = MiniCluster.start(tmp.resolve("cluster"));

@@ -38,7 +38,7 @@ class PosixSemanticsTest {
 
     @BeforeAll
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Assumptions.assumeTrue(Files.isExecutable(Path.of(PY)), "SKIPPED: no " + PY);
         Prerequisites.ensureFuse();
         // uid 1000 runs some scenarios: it must be able to walk down to both directories.

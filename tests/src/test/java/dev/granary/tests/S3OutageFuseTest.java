@@ -80,7 +80,7 @@ class S3OutageFuseTest {
 
     @BeforeAll
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Assumptions.assumeTrue(Files.isExecutable(Path.of(PY)), "SKIPPED: no " + PY);
         Prerequisites.ensureFuse();
         GranaryConfig cfg = MiniCluster.configFor(tmp.resolve("cluster"));

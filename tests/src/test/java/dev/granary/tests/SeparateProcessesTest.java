@@ -16,7 +16,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,7 +30,7 @@ class SeparateProcessesTest {
 
     @Test
     void mdsOssAndMountAsSeparateProcessesFromOneConfig() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         int base = MiniCluster.freeBase();
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));
         List<GranaryProcess> procs = new ArrayList<>();

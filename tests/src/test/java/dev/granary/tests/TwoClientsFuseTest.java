@@ -46,7 +46,7 @@ class TwoClientsFuseTest {
 
     @BeforeAll
     static void start() throws Exception {
-        Assumptions.assumeTrue(Files.exists(Path.of("/dev/fuse")), "SKIPPED: /dev/fuse is missing on this machine");
+        MiniCluster.assumeFuseDevice();
         Assumptions.assumeTrue(Files.isExecutable(Path.of(PY)), "SKIPPED: no " + PY);
         Prerequisites.ensureFuse();
         cluster = MiniCluster.start(tmp.resolve("cluster"));
