@@ -457,10 +457,10 @@ public final class KvStateMachine extends BaseStateMachine {
             }
 
             @Override
-            public KvIterator seek(String cf, byte[] from) {
+            public KvIterator seek(String cf, byte[] from, byte[] until) {
                 dbLock.readLock().lock();
                 try {
-                    return openDb().seek(cf, from);
+                    return openDb().seek(cf, from, until);
                 } finally {
                     dbLock.readLock().unlock();
                 }

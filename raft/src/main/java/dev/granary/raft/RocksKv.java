@@ -25,6 +25,8 @@ import org.rocksdb.ColumnFamilyOptions;
 import org.rocksdb.DBOptions;
 import org.rocksdb.LRUCache;
 import org.rocksdb.Options;
+import org.rocksdb.PerfContext;
+import org.rocksdb.PerfLevel;
 import org.rocksdb.ReadOptions;
 import org.rocksdb.RocksDB;
 import org.rocksdb.RocksDBException;
@@ -233,14 +235,15 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
     /** {@inheritDoc} Unknown {@code cf}: {@link IllegalArgumentException}. */
     @Override
-    public KvIterator seek(String cf, byte[] from) {
+    public KvIterator seek(String cf, byte[] from, byte[] until) {
         Objects.requireNonNull(from, "from");
         lock.readLock().lock();
         try {
             ensureOpen();
-            RocksIterator it = db.newIterator(handle(cf));
+            Bound bound = new Bound(null, until);
+            RocksIterator it = db.newIterator(handle(cf), bound.options);
             it.seek(from);
-            return track(new Iter(it, null));
+            return track(new Iter(it, null, bound));
         } finally {
             lock.readLock().unlock();
         }
@@ -405,6 +408,24 @@ public final class RocksKv implements KvReader, AutoCloseable {
     /** Discards {@code txn} without writing. Idempotent. */
     public void abort(KvTxn txn) {
         release(ownTxn(txn));
+    }
+
+    /**
+     * Runs {@code reads} on the calling thread and returns how many deleted keys (tombstones)
+     * RocksDB stepped over while it ran (its per-thread PerfContext counter
+     * {@code internal_delete_skipped_count}). A diagnostic: it shows whether scans are bounded.
+     */
+    public long deletedKeysSkipped(Runnable reads) {
+        PerfLevel before = db.getPerfLevel();
+        db.setPerfLevel(PerfLevel.ENABLE_COUNT);
+        try {
+            PerfContext perf = db.getPerfContext();
+            perf.reset();
+            reads.run();
+            return perf.getInternalDeleteSkippedCount();
+        } finally {
+            db.setPerfLevel(before);
+        }
     }
 
     /** Raft log index of the last committed entry, or -1 when nothing was applied yet. */
@@ -597,16 +618,17 @@ public final class RocksKv implements KvReader, AutoCloseable {
         }
 
         @Override
-        public KvIterator seek(String cf, byte[] from) {
+        public KvIterator seek(String cf, byte[] from, byte[] until) {
             Objects.requireNonNull(from, "from");
             lock.readLock().lock();
             try {
                 checkLive();
                 ColumnFamilyHandle h = handle(cf);
-                RocksIterator base = db.newIterator(h);
-                RocksIterator merged = batch.newIteratorWithBase(h, base);
+                Bound bound = new Bound(null, until);
+                RocksIterator base = db.newIterator(h, bound.options);
+                RocksIterator merged = batch.newIteratorWithBase(h, base, bound.options);
                 merged.seek(from);
-                return track(new Iter(merged, base));
+                return track(new Iter(merged, base, bound));
             } finally {
                 lock.readLock().unlock();
             }
@@ -659,14 +681,42 @@ public final class RocksKv implements KvReader, AutoCloseable {
     }
 
     /** Iterator adapter; {@code base} is the db iterator under a batch iterator, closed with it. */
+    /**
+     * The read options of one iterator: the snapshot it reads (or none) and its exclusive upper
+     * bound (or none). RocksDB keeps pointers to both, so they live until the iterator is closed.
+     */
+    private static final class Bound {
+        final ReadOptions options = new ReadOptions();
+        private final Slice until;
+
+        Bound(Snapshot snapshot, byte[] until) {
+            if (snapshot != null) {
+                options.setSnapshot(snapshot);
+            }
+            this.until = until == null ? null : new Slice(until);
+            if (this.until != null) {
+                options.setIterateUpperBound(this.until);
+            }
+        }
+
+        void close() {
+            options.close();
+            if (until != null) {
+                until.close();
+            }
+        }
+    }
+
     private final class Iter implements KvIterator, NativeResource {
         private final RocksIterator it;
         private final RocksIterator base;
+        private final Bound bound;
         private boolean itClosed;
 
-        Iter(RocksIterator it, RocksIterator base) {
+        Iter(RocksIterator it, RocksIterator base, Bound bound) {
             this.it = it;
             this.base = base;
+            this.bound = bound;
         }
 
         @Override
@@ -735,6 +785,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
                 if (base != null) {
                     base.close();
                 }
+                bound.close();
             }
         }
     }
@@ -770,14 +821,15 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
         /** {@inheritDoc} Unknown {@code cf}: {@link IllegalArgumentException}. */
         @Override
-        public KvIterator seek(String cf, byte[] from) {
+        public KvIterator seek(String cf, byte[] from, byte[] until) {
             Objects.requireNonNull(from, "from");
             lock.readLock().lock();
             try {
                 checkLive();
-                RocksIterator it = db.newIterator(handle(cf), readOptions);
+                Bound bound = new Bound(snapshot, until);
+                RocksIterator it = db.newIterator(handle(cf), bound.options);
                 it.seek(from);
-                return track(new Iter(it, null));
+                return track(new Iter(it, null, bound));
             } finally {
                 lock.readLock().unlock();
             }

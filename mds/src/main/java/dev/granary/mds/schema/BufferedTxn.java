@@ -52,15 +52,19 @@ public final class BufferedTxn implements KvTxn {
     }
 
     @Override
-    public KvIterator seek(String cf, byte[] from) {
+    public KvIterator seek(String cf, byte[] from, byte[] until) {
         TreeMap<byte[], byte[]> m = writes.get(cf);
         List<Map.Entry<byte[], byte[]>> overlay = new ArrayList<>();
         if (m != null) {
-            for (Map.Entry<byte[], byte[]> e : m.tailMap(from, true).entrySet()) {
+            NavigableMap<byte[], byte[]> range = m.tailMap(from, true);
+            if (until != null) {
+                range = range.headMap(until, false);
+            }
+            for (Map.Entry<byte[], byte[]> e : range.entrySet()) {
                 overlay.add(Map.entry(e.getKey(), e.getValue()));
             }
         }
-        return new Merged(base.seek(cf, from), overlay);
+        return new Merged(base.seek(cf, from, until), overlay);
     }
 
     @Override

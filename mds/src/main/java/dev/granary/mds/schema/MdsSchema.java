@@ -161,7 +161,7 @@ public final class MdsSchema {
 
     /** Payload of the newest version of {@code fields} at or before {@code epoch}; null if none or a tombstone. */
     static byte[] getVersioned(KvReader r, String cf, byte[] fields, long epoch) {
-        try (KvIterator it = r.seek(cf, versionKey(fields, epoch))) {
+        try (KvIterator it = r.seek(cf, versionKey(fields, epoch), KvReader.prefixEnd(fields))) {
             if (!it.valid()) {
                 return null;
             }
@@ -178,7 +178,7 @@ public final class MdsSchema {
         if (epoch <= 0) {
             return false;
         }
-        try (KvIterator it = r.seek(cf, versionKey(fields, epoch - 1))) {
+        try (KvIterator it = r.seek(cf, versionKey(fields, epoch - 1), KvReader.prefixEnd(fields))) {
             if (!it.valid()) {
                 return false;
             }
@@ -221,7 +221,7 @@ public final class MdsSchema {
      * newer versions, older versions and tombstones.
      */
     static void scanVersioned(KvReader r, String cf, byte[] prefix, byte[] from, long epoch, RawVisitor v) {
-        try (KvIterator it = r.seek(cf, from)) {
+        try (KvIterator it = r.seek(cf, from, KvReader.prefixEnd(prefix))) {
             byte[] done = null; // fields whose visible version was already decided
             for (; it.valid(); it.next()) {
                 byte[] key = it.key();
@@ -427,7 +427,7 @@ public final class MdsSchema {
     /** All registered OSTs, by index ascending (unsigned). */
     public static List<OstInfo> listOsts(KvReader r) {
         List<OstInfo> out = new ArrayList<>();
-        try (KvIterator it = r.seek(META, META_OST_PREFIX)) {
+        try (KvIterator it = r.seek(META, META_OST_PREFIX, KvReader.prefixEnd(META_OST_PREFIX))) {
             for (; it.valid() && startsWith(it.key(), META_OST_PREFIX); it.next()) {
                 out.add(parse(OstInfo.parser(), it.value(), "OST"));
             }
@@ -443,7 +443,7 @@ public final class MdsSchema {
     /** All registered OSSes, by address. */
     public static List<OssInfo> listOss(KvReader r) {
         List<OssInfo> out = new ArrayList<>();
-        try (KvIterator it = r.seek(META, META_OSS_PREFIX)) {
+        try (KvIterator it = r.seek(META, META_OSS_PREFIX, KvReader.prefixEnd(META_OSS_PREFIX))) {
             for (; it.valid() && startsWith(it.key(), META_OSS_PREFIX); it.next()) {
                 out.add(parse(OssInfo.parser(), it.value(), "OSS"));
             }

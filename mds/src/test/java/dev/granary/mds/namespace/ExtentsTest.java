@@ -28,6 +28,33 @@ class ExtentsTest extends MdsTestBase {
         return MdsSchema.listGc(transport.kv());
     }
 
+    /**
+     * Reading a file's attributes, extents and entry does not step over the deleted keys of the
+     * files removed after it (a dataset deleted behind it): every MDS scan is bounded. Unbounded,
+     * each read stepped over all 2,000 extent tombstones of the later inodes.
+     */
+    @Test
+    void readsOfAFileDoNotStepOverTheDeletedKeysOfLaterFiles() {
+        registerOsts(1);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        mds.commitExtents(ROOT, f.getIno(), List.of(ext(f.getLayout(), 0, "blk-f", 10)), 10, 1);
+        Attr d = mds.mkdir(ROOT, R, b("later"), 0755);
+        for (int i = 0; i < 2000; i++) {
+            Attr g = mds.create(ROOT, d.getIno(), b("g" + i), 0644, true);
+            mds.commitExtents(ROOT, g.getIno(), List.of(ext(g.getLayout(), 0, "blk-g" + i, 10)), 10, 1);
+        }
+        for (int i = 0; i < 2000; i++) {
+            mds.unlink(ROOT, d.getIno(), b("g" + i));
+        }
+        mds.rmdir(ROOT, R, b("later"));
+        long skipped = transport.kv().deletedKeysSkipped(() -> {
+            assertEquals(1, mds.getExtents(ROOT, f.getIno(), 0, 0).size());
+            assertEquals(10, mds.getattr(ROOT, f.getIno()).getSize());
+            assertEquals(f.getIno(), mds.lookup(ROOT, R, b("f")).getIno());
+        });
+        assertTrue(skipped < 100, "tombstones stepped over: " + skipped);
+    }
+
     @Test
     void newFilesGetTheResolvedDefaultLayoutRotatedByInode() {
         registerOsts(3);
