@@ -135,12 +135,16 @@ class OssServerClientTest {
         OssStatusReply first = client.status(server.address()).get();
         assertEquals(1, first.getS3Gets());
         assertEquals(1, first.getCacheMisses());
-        assertArrayEquals(Arrays.copyOfRange(data, MIB, MIB + 4096), client.read(0, "cold", MIB, 4096).get());
+        // a small (random) read fetched only its 1 MiB chunk: the same chunk is a hit
+        assertArrayEquals(Arrays.copyOfRange(data, 8192, 8192 + 4096), client.read(0, "cold", 8192, 4096).get());
+        assertEquals(1, client.status(server.address()).get().getS3Gets());
+        // a whole-block (sequential) read fetches the block once; then every read is a hit
         assertArrayEquals(data, client.read(0, "cold", 0, data.length).get());
+        assertArrayEquals(Arrays.copyOfRange(data, MIB, MIB + 4096), client.read(0, "cold", MIB, 4096).get());
         OssStatusReply second = client.status(server.address()).get();
-        assertEquals(1, second.getS3Gets());
+        assertEquals(2, second.getS3Gets());
         assertEquals(2, second.getCacheHits());
-        assertEquals(1, second.getCacheMisses());
+        assertEquals(2, second.getCacheMisses());
     }
 
     @Test
@@ -201,12 +205,20 @@ class OssServerClientTest {
         byte[] data = random(3 * MIB, 5);
         osts.get(0).put("large", data);
         long before = small.s3Gets();
-        assertArrayEquals(Arrays.copyOfRange(data, 0, 100), c.read(0, "large", 0, 100).get()); // probe GET
-        assertArrayEquals(Arrays.copyOfRange(data, 100, 200), c.read(0, "large", 100, 100).get()); // ranged GET
-        assertArrayEquals(Arrays.copyOfRange(data, 2 * MIB, 2 * MIB + 100), c.read(0, "large", 2 * MIB, 100).get());
-        assertEquals(3, small.s3Gets() - before);
+        // large reads of a block above the cached size: ranged GETs, nothing kept
+        assertArrayEquals(Arrays.copyOfRange(data, 0, 2 * MIB), c.read(0, "large", 0, 2 * MIB).get());
+        assertArrayEquals(Arrays.copyOfRange(data, MIB, 3 * MIB), c.read(0, "large", MIB, 2 * MIB).get());
+        assertEquals(2, small.s3Gets() - before);
         small.cache().cleanUp();
         assertTrue(small.cache().weightedBytes() < 4096, "large block kept in cache: " + small.cache().weightedBytes());
+        // small reads of it fetch and keep only their 1 MiB chunks
+        assertArrayEquals(Arrays.copyOfRange(data, 100, 200), c.read(0, "large", 100, 100).get());
+        assertArrayEquals(Arrays.copyOfRange(data, 300, 400), c.read(0, "large", 300, 100).get());
+        assertArrayEquals(Arrays.copyOfRange(data, 2 * MIB, 2 * MIB + 100), c.read(0, "large", 2 * MIB, 100).get());
+        assertEquals(4, small.s3Gets() - before);
+        small.cache().cleanUp();
+        assertTrue(small.cache().weightedBytes() >= 2L * MIB && small.cache().weightedBytes() < 2L * MIB + 8192,
+                "two chunks cached: " + small.cache().weightedBytes());
     }
 
     @Test

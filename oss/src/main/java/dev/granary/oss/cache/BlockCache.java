@@ -13,13 +13,23 @@ import java.util.concurrent.atomic.AtomicLong;
  * The OSS shared read cache of blocks, keyed by (OST, block key) and weighed in bytes (Caffeine,
  * W-TinyLFU eviction).
  *
- * <p>A read of a block not in the cache fetches {@code [0, maxCachedBlockBytes]} with one GET.
- * When the block is no larger than {@code maxCachedBlockBytes} that is the whole block: it is
- * cached and this and later reads are served from memory. A larger block is remembered as
- * "large" and read with ranged GETs from then on (the first read is served from the probe).
- * A read whose range ends past {@code maxCachedBlockBytes} goes straight to a ranged GET.
- * Concurrent misses of one block are coalesced into a single GET, which runs on the thread of the
- * first reader (so a bounded executor cannot deadlock on its own loads).
+ * <p>Two shapes of read, as the client sends them:
+ * <ul>
+ *   <li><b>Large reads</b> (longer than {@code chunkBytes}: a sequential reader's whole stripe)
+ *   fetch {@code [0, maxCachedBlockBytes]} with one GET. When the block is no larger than
+ *   {@code maxCachedBlockBytes} that is the whole block: it is cached and this and later reads are
+ *   served from memory. A larger block is remembered as "large" and read with ranged GETs from
+ *   then on (the first read is served from the probe). A read whose range ends past
+ *   {@code maxCachedBlockBytes} goes straight to a ranged GET.
+ *   <li><b>Small reads</b> (at most {@code chunkBytes}: random access) fetch only the aligned
+ *   chunks of {@code chunkBytes} that hold the range, with one ranged GET, and cache those chunks.
+ *   So a random 128 KiB read costs S3 at most one chunk plus one (2 MiB with 1 MiB chunks) instead
+ *   of the whole block, and later reads in the same chunks are hits. A chunk 0 shorter than
+ *   {@code chunkBytes} is the whole block and answers every read of it.
+ * </ul>
+ * A whole cached block answers both shapes. Concurrent misses of one block or chunk are coalesced
+ * into a single GET, which runs on the thread of the first reader (so a bounded executor cannot
+ * deadlock on its own loads).
  *
  * <p>Blocks are immutable (written once under a fresh key), so entries never go stale; they are
  * dropped on delete ({@link #invalidate}) or eviction.
@@ -28,7 +38,15 @@ public final class BlockCache {
     /** Per-entry bookkeeping overhead counted in the weight, bytes. */
     private static final int ENTRY_OVERHEAD = 96;
 
-    private record Key(int ost, String key) {}
+    /** Default chunk of small (random) reads, bytes. */
+    public static final int DEFAULT_CHUNK_BYTES = 1 << 20;
+
+    /** {@code chunk} is -1 for a whole block (or the probe of a large one), else the chunk index. */
+    private record Key(int ost, String key, long chunk) {
+        Key(int ost, String key) {
+            this(ost, key, -1);
+        }
+    }
 
     /**
      * A whole block ({@code whole}), the probe of a large block, or the failure of a load
@@ -40,6 +58,7 @@ public final class BlockCache {
 
     private final long maxBytes;
     private final int maxCachedBlockBytes;
+    private final int chunkBytes;
     private final AsyncCache<Key, Entry> cache;
     private final AtomicLong hits = new AtomicLong();
     private final AtomicLong misses = new AtomicLong();
@@ -50,12 +69,26 @@ public final class BlockCache {
      * @throws IllegalArgumentException on negative sizes
      */
     public BlockCache(long maxBytes, int maxCachedBlockBytes) {
+        this(maxBytes, maxCachedBlockBytes, DEFAULT_CHUNK_BYTES);
+    }
+
+    /**
+     * @param maxBytes            capacity in bytes (0 = cache nothing, every read is a ranged GET)
+     * @param maxCachedBlockBytes largest block (bytes) fetched whole and cached by large reads
+     * @param chunkBytes          the unit (bytes) that small reads fetch and cache
+     * @throws IllegalArgumentException on negative sizes or a chunk smaller than 4 KiB
+     */
+    public BlockCache(long maxBytes, int maxCachedBlockBytes, int chunkBytes) {
         if (maxBytes < 0 || maxCachedBlockBytes < 0) {
             throw new IllegalArgumentException("block cache sizes must be >= 0, got max=" + maxBytes
                     + " maxCachedBlock=" + maxCachedBlockBytes);
         }
+        if (chunkBytes < 4096) {
+            throw new IllegalArgumentException("block cache chunk must be >= 4096 bytes, got " + chunkBytes);
+        }
         this.maxBytes = maxBytes;
         this.maxCachedBlockBytes = maxCachedBlockBytes;
+        this.chunkBytes = chunkBytes;
         this.cache = Caffeine.newBuilder()
                 .maximumWeight(maxBytes)
                 .weigher((Key k, Entry e) -> e.data.length + ENTRY_OVERHEAD + 2 * k.key.length())
@@ -93,19 +126,59 @@ public final class BlockCache {
      * the cached array itself (the caller must not modify it).
      */
     public byte[] readIfCached(int ost, String key, long offset, int length, boolean copy) {
-        if (!enabled() || offset < 0 || length < 0 || offset + length > maxCachedBlockBytes) {
+        if (!enabled() || offset < 0 || length < 0) {
             return null;
         }
-        CompletableFuture<Entry> f = cache.getIfPresent(new Key(ost, key));
-        if (f == null || !f.isDone() || f.isCompletedExceptionally()) {
+        Entry whole = done(new Key(ost, key));
+        if (whole != null && whole.whole) {
+            hits.incrementAndGet();
+            return slice(whole.data, offset, length, copy);
+        }
+        if (length > chunkBytes) {
             return null;
         }
-        Entry entry = f.join();
-        if (entry.error != null || !entry.whole) {
+        long c0 = offset / chunkBytes;
+        long c1 = length == 0 ? c0 : (offset + length - 1) / chunkBytes;
+        Entry first = done(new Key(ost, key, 0));
+        if (first != null && first.whole) {
+            hits.incrementAndGet();
+            return slice(first.data, offset, length, true);
+        }
+        Entry a = done(new Key(ost, key, c0));
+        Entry b = c1 == c0 ? a : done(new Key(ost, key, c1));
+        if (a == null || b == null) {
             return null;
         }
         hits.incrementAndGet();
-        return slice(entry.data, offset, length, copy);
+        return fromChunks(c0, a.data, b.data, offset, length);
+    }
+
+    /** The completed, successful entry of {@code k}, or null. */
+    private Entry done(Key k) {
+        CompletableFuture<Entry> f = cache.getIfPresent(k);
+        if (f == null || !f.isDone() || f.isCompletedExceptionally()) {
+            return null;
+        }
+        Entry e = f.join();
+        return e.error == null ? e : null;
+    }
+
+    /**
+     * {@code [offset, offset+length)} from chunk {@code c0} ({@code a}) and, when the range
+     * crosses into it, chunk {@code c0+1} ({@code b}); shorter where the block ends.
+     */
+    private byte[] fromChunks(long c0, byte[] a, byte[] b, long offset, int length) {
+        long base = c0 * chunkBytes;
+        int from = (int) (offset - base);
+        if (offset + length <= base + chunkBytes || a.length < chunkBytes) {
+            return slice(a, from, length, true);
+        }
+        int inA = Math.max(0, a.length - from);
+        int inB = Math.min(b.length, length - inA);
+        byte[] out = new byte[inA + inB];
+        System.arraycopy(a, from, out, 0, inA);
+        System.arraycopy(b, 0, out, inA, inB);
+        return out;
     }
 
     private static byte[] slice(byte[] data, long offset, int length, boolean copy) {
@@ -120,7 +193,18 @@ public final class BlockCache {
     }
 
     private byte[] read(int ost, ObjectStore store, String key, long offset, int length, boolean copy) {
-        if (!enabled() || offset < 0 || length < 0 || offset + length > maxCachedBlockBytes) {
+        if (!enabled() || offset < 0 || length < 0) {
+            return store.get(key, offset, length);
+        }
+        if (length <= chunkBytes) {
+            Entry whole = done(new Key(ost, key));
+            if (whole != null && whole.whole) {
+                hits.incrementAndGet();
+                return slice(whole.data, offset, length, copy);
+            }
+            return readChunks(ost, store, key, offset, length);
+        }
+        if (offset + length > maxCachedBlockBytes) {
             return store.get(key, offset, length);
         }
         Key k = new Key(ost, key);
@@ -173,6 +257,85 @@ public final class BlockCache {
         return slice(entry.data, offset, length, copy);
     }
 
+    /**
+     * A small read: the chunks {@code c0..c1} (one or two) holding the range, from the cache or
+     * fetched together with one ranged GET. Chunk 0 is fetched with one byte more, so that a block
+     * no longer than a chunk is known to be whole.
+     */
+    private byte[] readChunks(int ost, ObjectStore store, String key, long offset, int length) {
+        Entry first = done(new Key(ost, key, 0));
+        if (first != null && first.whole) {
+            hits.incrementAndGet();
+            return slice(first.data, offset, length, true);
+        }
+        long c0 = offset / chunkBytes;
+        long c1 = length == 0 ? c0 : (offset + length - 1) / chunkBytes;
+        Key k0 = new Key(ost, key, c0);
+        Key k1 = new Key(ost, key, c1);
+        boolean[] mine = {false, false};
+        CompletableFuture<Entry> f0 = cache.get(k0, (kk, executor) -> {
+            mine[0] = true;
+            return new CompletableFuture<>();
+        });
+        CompletableFuture<Entry> f1 = c1 == c0 ? f0 : cache.get(k1, (kk, executor) -> {
+            mine[1] = true;
+            return new CompletableFuture<>();
+        });
+        if (mine[0] || mine[1]) {
+            misses.incrementAndGet();
+            long from = (mine[0] ? c0 : c1) * chunkBytes;
+            long to = (mine[1] || c1 == c0 ? c1 + 1 : c0 + 1) * chunkBytes + (mine[0] && c0 == 0 ? 1 : 0);
+            try {
+                byte[] got = store.get(key, from, (int) (to - from));
+                if (mine[0]) {
+                    int n = (int) Math.min(got.length, chunkBytes);
+                    boolean whole = c0 == 0 && got.length <= chunkBytes;
+                    f0.complete(new Entry(n == got.length ? got : Arrays.copyOf(got, n), whole, null));
+                }
+                if (mine[1] && c1 != c0) {
+                    int skip = mine[0] ? chunkBytes : 0;
+                    int n = Math.max(0, Math.min(got.length - skip, chunkBytes));
+                    f1.complete(new Entry(Arrays.copyOfRange(got, skip, skip + n), false, null));
+                }
+            } catch (RuntimeException e) {
+                // remove first, then complete normally (see read): waiters get the error once
+                if (mine[0]) {
+                    cache.asMap().remove(k0, f0);
+                    f0.complete(new Entry(new byte[0], false, e));
+                }
+                if (mine[1] && c1 != c0) {
+                    cache.asMap().remove(k1, f1);
+                    f1.complete(new Entry(new byte[0], false, e));
+                }
+                throw e;
+            }
+        } else {
+            hits.incrementAndGet();
+        }
+        Entry a = await(f0, key, ost);
+        if (a.whole) {
+            return slice(a.data, offset, length, true);
+        }
+        Entry b = c1 == c0 ? a : await(f1, key, ost);
+        return fromChunks(c0, a.data, b.data, offset, length);
+    }
+
+    private static Entry await(CompletableFuture<Entry> f, String key, int ost) {
+        Entry e;
+        try {
+            e = f.get();
+        } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while reading block " + key + " of OST " + ost, ie);
+        } catch (ExecutionException ee) {
+            throw unwrap(ee.getCause());
+        }
+        if (e.error != null) {
+            throw e.error;
+        }
+        return e;
+    }
+
     private static RuntimeException unwrap(Throwable t) {
         while (t instanceof CompletionException && t.getCause() != null) {
             t = t.getCause();
@@ -193,6 +356,12 @@ public final class BlockCache {
     /** Drops block {@code key} of OST {@code ost} (after a delete). */
     public void invalidate(int ost, String key) {
         cache.synchronous().invalidate(new Key(ost, key));
+        // Chunks of the first maxCachedBlockBytes: a block's chunks beyond (blocks larger than any
+        // cached whole) are never read again once it is deleted, and age out by eviction.
+        long chunks = Math.max(1, ((long) maxCachedBlockBytes + chunkBytes - 1) / chunkBytes);
+        for (long c = 0; c < chunks; c++) {
+            cache.synchronous().invalidate(new Key(ost, key, c));
+        }
     }
 
     /**
@@ -218,7 +387,7 @@ public final class BlockCache {
         return hits.get();
     }
 
-    /** Reads that fetched a block (or the probe of a large block) from S3. */
+    /** Reads that fetched from S3: a block, the probe of a large block, or the chunks of a small read. */
     public long misses() {
         return misses.get();
     }
