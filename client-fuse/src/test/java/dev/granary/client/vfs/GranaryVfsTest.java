@@ -606,6 +606,27 @@ class GranaryVfsTest {
         assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.opendir(ROOT, dir + "/d")));
     }
 
+    /** The open of execve(2) (FMODE_EXEC in the flags) needs x for the caller's class, not r. */
+    @Test
+    void execOpenNeedsExecutePermissionOfTheCallersClassNotRead() {
+        Caller user = GranaryVfs.caller(1000, 1000);
+        int exec = O_RDONLY | GranaryVfs.FMODE_EXEC;
+        writeFile(vfs, dir + "/x744", new byte[] {1}, 1);
+        vfs.chmod(ROOT, dir + "/x744", 0744);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(user, dir + "/x744", exec)));
+        vfs.release(user, vfs.open(user, dir + "/x744", O_RDONLY));
+        writeFile(vfs, dir + "/x711", new byte[] {1}, 1);
+        vfs.chmod(ROOT, dir + "/x711", 0711);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(user, dir + "/x711", O_RDONLY)));
+        long fh = vfs.open(user, dir + "/x711", exec);
+        assertArrayEquals(new byte[] {1}, vfs.read(user, fh, 0, 1), "the kernel reads an exec-opened file");
+        vfs.release(user, fh);
+        vfs.chmod(ROOT, dir + "/x711", 0644);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(ROOT, dir + "/x711", exec)), "root needs some x bit");
+        vfs.chmod(ROOT, dir + "/x711", 0100);
+        vfs.release(ROOT, vfs.open(ROOT, dir + "/x711", exec));
+    }
+
     @Test
     void namespaceOperations() {
         writeFile(vfs, dir + "/a", "data".getBytes(StandardCharsets.UTF_8), 10);
