@@ -184,6 +184,11 @@ public final class GranaryVfs implements AutoCloseable {
         return dirtyBudget;
     }
 
+    /** What the dirty-memory budget ({@code client.max_dirty}) handed out so far, peak included. */
+    public DirtyBudget.Stats dirtyStats() {
+        return dirtyBudget.stats();
+    }
+
     ExecutorService ioExecutor() {
         return ioExecutor;
     }

@@ -532,6 +532,10 @@ class GranaryVfsTest {
                 assertArrayEquals(datas[1], readAll(small, dir + "/bp1", S));
             });
             assertEquals(S + S / 2, small.dirtyBudget().available(), "all dirty memory returned");
+            DirtyBudget.Stats st = small.dirtyStats();
+            assertEquals(0, st.heldBytes(), "nothing held after the closes");
+            assertTrue(st.peakBytes() <= S + S / 2, "peak " + st.peakBytes() + " bytes above the budget " + (S + S / 2));
+            assertTrue(st.waits() > 0, "no writer ever waited: the budget was not exercised");
         } finally {
             small.close();
         }
