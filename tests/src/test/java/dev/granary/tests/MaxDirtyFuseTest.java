@@ -70,7 +70,7 @@ class MaxDirtyFuseTest {
         return b;
     }
 
-    /** pwrite(2) of {@code data[from, to)} at {@code from} in chunks of {@code chunk} bytes, in the given order. */
+    /** pwrite(2) of {@code data} in pieces of {@code chunk} bytes starting at {@code offsets} (in that order), none past {@code end}. */
     static void writeChunks(FileChannel ch, byte[] data, List<Integer> offsets, int chunk, int end) throws Exception {
         for (int off : offsets) {
             ByteBuffer b = ByteBuffer.wrap(data, off, Math.min(chunk, end - off));
