@@ -474,6 +474,80 @@ def s_utime_user(d):
     t('UTIME_NOW on a 0644 root file', os.utime, j(d, 'shared'))
 
 
+
+# ------------------------------------------------------------------ execute permission, search
+
+SCRIPT = b'#!/bin/sh\necho ran\n'
+
+
+def run_file(p):
+    """execve(2) of p (a script or a binary): (exit status, stdout) or the errno of execve."""
+    r = subprocess.run([p], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return r.returncode, r.stdout.decode().strip()
+
+
+def access_errno(p, mode):
+    """access(2) of p: ok, or the errno name (os.access only answers True/False)."""
+    check(LIBC.access(p.encode(), mode))
+
+
+def s_exec_root(d):
+    """As root: files with and without execute bits, and directories without search permission."""
+    os.chmod(d, 0o755)
+    files = [('x755', 0o755, 0, 0), ('x744', 0o744, 0, 0), ('x750_g1000', 0o750, 0, 1000),
+             ('x750_g1001', 0o750, 0, 1001), ('x750_g1002', 0o750, 0, 1002), ('x707_g1000', 0o707, 0, 1000),
+             ('x070_own', 0o070, 1000, 1000), ('x700_own', 0o700, 1000, 1000), ('nox', 0o644, 0, 0),
+             ('x100_of_1000', 0o100, 1000, 1000), ('x001', 0o001, 0, 0)]
+    for name, mode, uid, gid in files:
+        write(j(d, name), SCRIPT)
+        os.chown(j(d, name), uid, gid)
+        os.chmod(j(d, name), mode)
+    with open('/bin/true', 'rb') as f:
+        write(j(d, 'true711'), f.read())
+    os.chmod(j(d, 'true711'), 0o711)
+    for sub, mode in (('d700', 0o700), ('d711', 0o711), ('d744', 0o744), ('d000', 0o000)):
+        os.mkdir(j(d, sub))
+        write(j(d, sub, 'f'), b'data')
+        write(j(d, sub, 'x755'), SCRIPT)
+        os.chmod(j(d, sub, 'x755'), 0o755)
+        os.mkdir(j(d, sub, 'inner'), 0o755)
+        write(j(d, sub, 'inner', 'g'), b'deep')
+        os.chmod(j(d, sub), mode)
+    t('root: access X_OK of a 0644 file', access_errno, j(d, 'nox'), os.X_OK)
+    t('root: execve of a 0644 file', run_file, j(d, 'nox'))
+    t('root: access R_OK|W_OK of a 0644 file', access_errno, j(d, 'nox'), os.R_OK | os.W_OK)
+    t('root: access X_OK of a 0100 file of uid 1000', access_errno, j(d, 'x100_of_1000'), os.X_OK)
+    t('root: execve of a 0100 file of uid 1000', run_file, j(d, 'x100_of_1000'))
+    t('root: access X_OK of a 0001 file', access_errno, j(d, 'x001'), os.X_OK)
+    t('root: execve of a 0744 file', run_file, j(d, 'x744'))
+    t('root: execve of a 0711 binary', run_file, j(d, 'true711'))
+    t('root: access X_OK of a 0000 directory', access_errno, j(d, 'd000'), os.X_OK)
+    t('root: stat and read in a 0000 directory', lambda: (os.stat(j(d, 'd000', 'f')).st_size, readall(j(d, 'd000', 'inner', 'g'))))
+    t('root: listdir of a 0000 directory', lambda: sorted(os.listdir(j(d, 'd000'))))
+
+
+def s_exec_user(d):
+    """As uid 1000, gid 1000, supplementary group 1001, after s_exec_root."""
+    t('whoami', lambda: (os.getuid(), os.getgid(), os.getgroups()))
+    for name in ('x755', 'x744', 'x750_g1000', 'x750_g1001', 'x750_g1002', 'x707_g1000', 'x070_own', 'x700_own', 'nox',
+                 'x100_of_1000', 'x001'):
+        t('access X_OK of ' + name, access_errno, j(d, name), os.X_OK)
+        t('execve of ' + name, run_file, j(d, name))
+    t('read a 0711 binary', readall, j(d, 'true711'))
+    t('access R_OK of a 0711 binary', access_errno, j(d, 'true711'), os.R_OK)
+    t('execve of a 0711 binary (execute without read)', run_file, j(d, 'true711'))
+    for sub in ('d700', 'd711', 'd744', 'd000'):
+        t('access X_OK of ' + sub, access_errno, j(d, sub), os.X_OK)
+        t('stat of ' + sub + '/f', lambda: os.stat(j(d, sub, 'f')).st_size)
+        t('read ' + sub + '/f', readall, j(d, sub, 'f'))
+        t('access F_OK of ' + sub + '/f', access_errno, j(d, sub, 'f'), os.F_OK)
+        t('read ' + sub + '/inner/g (two components)', readall, j(d, sub, 'inner', 'g'))
+        t('execve of ' + sub + '/x755', run_file, j(d, sub, 'x755'))
+        t('listdir of ' + sub, lambda: sorted(os.listdir(j(d, sub))))
+        t('create in ' + sub, create, j(d, sub, 'new'))
+        t('chdir into ' + sub, os.chdir, j(d, sub))
+
+
 # ------------------------------------------------------------------ xattrs
 
 def s_xattr(d):

@@ -61,7 +61,12 @@ class PosixSemanticsTest {
 
     /** Runs one scenario in {@code dir} (as root, or as uid/gid 1000 with no groups); returns its output. */
     static String run(String scenario, Path dir, boolean asUser1000, String... more) throws Exception {
-        String cmd = (asUser1000 ? "setpriv --reuid 1000 --regid 1000 --clear-groups " : "") + PY + " " + script + " " + scenario + " '" + dir + "'";
+        return runAs(asUser1000 ? "setpriv --reuid 1000 --regid 1000 --clear-groups " : "", scenario, dir, more);
+    }
+
+    /** Runs one scenario in {@code dir} behind the command prefix {@code as} ("" for root, or a setpriv call). */
+    static String runAs(String as, String scenario, Path dir, String... more) throws Exception {
+        String cmd = as + PY + " " + script + " " + scenario + " '" + dir + "'";
         for (String m : more) {
             cmd += " '" + m + "'";
         }
@@ -244,6 +249,46 @@ class PosixSemanticsTest {
                 "set granary.layout of its own file with data: EBUSY",
                 "set granary.layout of its own empty file: ok True",
                 "set a bad granary.layout: EINVAL", ""), run("layout_user", d[1], true));
+    }
+
+    /**
+     * The execute bit and directory search as Linux has them: execve(2) and access(X_OK) need an
+     * x bit of the caller's class (owner, else group incl. supplementary groups, else other; the
+     * class is chosen first), root gets X_OK on a regular file only if some x bit is set and
+     * always on a directory, an execute-only binary runs without read permission, and every
+     * component of a path needs search permission. As root, then as uid 1000 (gid 1000,
+     * supplementary group 1001), each compared line by line with the local filesystem.
+     */
+    @Test
+    void executeBitAndDirectorySearchOfRootAndAnotherUid() throws Exception {
+        Path[] d = dirs("exec", false);
+        String expectedRoot = run("exec_root", d[0], false);
+        assertEquals(expectedRoot, run("exec_root", d[1], false), "as root: local (expected) vs Granary (actual)");
+        hasLines(expectedRoot,
+                "root: access X_OK of a 0644 file: EACCES",
+                "root: execve of a 0644 file: EACCES",
+                "root: access X_OK of a 0001 file: ok",
+                "root: execve of a 0744 file: ok (0, 'ran')",
+                "root: access X_OK of a 0000 directory: ok");
+        String user = "setpriv --reuid 1000 --regid 1000 --groups 1001 ";
+        String expectedUser = runAs(user, "exec_user", d[0]);
+        assertEquals(expectedUser, runAs(user, "exec_user", d[1]), "as uid 1000: local (expected) vs Granary (actual)");
+        hasLines(expectedUser,
+                "whoami: ok (1000, 1000, [1001])",
+                "execve of x755: ok (0, 'ran')",
+                "access X_OK of x744: EACCES",
+                "execve of x744: EACCES",
+                "execve of x750_g1001: ok (0, 'ran')",
+                "execve of x750_g1002: EACCES",
+                "execve of x707_g1000: EACCES",
+                "execve of x070_own: EACCES",
+                "execve of a 0711 binary (execute without read): ok (0, '')",
+                "read d700/inner/g (two components): EACCES",
+                "execve of d700/x755: EACCES",
+                "stat of d744/f: EACCES",
+                "listdir of d744: ok ['f', 'inner', 'x755']",
+                "read d711/inner/g (two components): ok b'deep'",
+                "listdir of d711: EACCES");
     }
 
     @Disabled("KNOWN (libfuse2 high-level API): UTIME_NOW arrives as explicit times, which need ownership: a non-owner gets EPERM; SEMANTICS.md")

@@ -55,6 +55,11 @@ public final class GranaryVfs implements AutoCloseable {
     /** open(2) flag bits (Linux x86-64/aarch64). */
     public static final int O_ACCMODE = 3, O_RDONLY = 0, O_WRONLY = 1, O_RDWR = 2, O_CREAT = 0100, O_EXCL = 0200,
             O_TRUNC = 01000, O_APPEND = 02000, O_DIRECTORY = 0200000;
+    /**
+     * Linux's {@code __FMODE_EXEC}: set in the open flags the kernel sends for the open of
+     * execve(2) (and uselib), which needs execute permission instead of read permission.
+     */
+    public static final int FMODE_EXEC = 040;
     /** st_mode type bits (POSIX). */
     public static final int S_IFMT = 0170000, S_IFREG = 0100000, S_IFDIR = 0040000, S_IFLNK = 0120000;
     /** access(2) mask bits. */
@@ -177,6 +182,11 @@ public final class GranaryVfs implements AutoCloseable {
 
     DirtyBudget dirtyBudget() {
         return dirtyBudget;
+    }
+
+    /** What the dirty-memory budget ({@code client.max_dirty}) handed out so far, peak included. */
+    public DirtyBudget.Stats dirtyStats() {
+        return dirtyBudget.stats();
     }
 
     ExecutorService ioExecutor() {
@@ -668,8 +678,9 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
-     * open(2) of an existing regular file: checks permissions for the access mode, handles
-     * O_TRUNC, loads fresh attributes and the extent map (close-to-open), returns a handle.
+     * open(2) of an existing regular file: checks permissions for the access mode (execute
+     * permission, not read, for the open of execve(2): {@link #FMODE_EXEC}), handles O_TRUNC,
+     * loads fresh attributes and the extent map (close-to-open), returns a handle.
      *
      * @throws FsException ENOENT, EISDIR (a directory), EACCES, ELOOP (a symlink), EINVAL (other types)
      */
@@ -699,6 +710,11 @@ public final class GranaryVfs implements AutoCloseable {
         }
         int acc = flags & O_ACCMODE;
         int mask = (acc == O_RDONLY ? R_OK : acc == O_WRONLY ? W_OK : R_OK | W_OK) | ((flags & O_TRUNC) != 0 ? W_OK : 0);
+        if ((flags & FMODE_EXEC) != 0 && acc == O_RDONLY) {
+            // execve(2): the kernel checked only that some x bit is set (no default_permissions);
+            // Linux needs x for the caller's class, and not r (an execute-only binary runs)
+            mask = X_OK;
+        }
         if (!permits(c, a, mask)) {
             throw new FsException(Status.EACCES, "open of " + path + " denied");
         }

@@ -532,6 +532,10 @@ class GranaryVfsTest {
                 assertArrayEquals(datas[1], readAll(small, dir + "/bp1", S));
             });
             assertEquals(S + S / 2, small.dirtyBudget().available(), "all dirty memory returned");
+            DirtyBudget.Stats st = small.dirtyStats();
+            assertEquals(0, st.heldBytes(), "nothing held after the closes");
+            assertTrue(st.peakBytes() <= S + S / 2, "peak " + st.peakBytes() + " bytes above the budget " + (S + S / 2));
+            assertTrue(st.waits() > 0, "no writer ever waited: the budget was not exercised");
         } finally {
             small.close();
         }
@@ -604,6 +608,27 @@ class GranaryVfsTest {
         vfs.unlink(ROOT, dir + "/d/x");
         vfs.rmdir(ROOT, dir + "/d");
         assertEquals(Status.ENOENT.getNumber(), errno(() -> vfs.opendir(ROOT, dir + "/d")));
+    }
+
+    /** The open of execve(2) (FMODE_EXEC in the flags) needs x for the caller's class, not r. */
+    @Test
+    void execOpenNeedsExecutePermissionOfTheCallersClassNotRead() {
+        Caller user = GranaryVfs.caller(1000, 1000);
+        int exec = O_RDONLY | GranaryVfs.FMODE_EXEC;
+        writeFile(vfs, dir + "/x744", new byte[] {1}, 1);
+        vfs.chmod(ROOT, dir + "/x744", 0744);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(user, dir + "/x744", exec)));
+        vfs.release(user, vfs.open(user, dir + "/x744", O_RDONLY));
+        writeFile(vfs, dir + "/x711", new byte[] {1}, 1);
+        vfs.chmod(ROOT, dir + "/x711", 0711);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(user, dir + "/x711", O_RDONLY)));
+        long fh = vfs.open(user, dir + "/x711", exec);
+        assertArrayEquals(new byte[] {1}, vfs.read(user, fh, 0, 1), "the kernel reads an exec-opened file");
+        vfs.release(user, fh);
+        vfs.chmod(ROOT, dir + "/x711", 0644);
+        assertEquals(Status.EACCES.getNumber(), errno(() -> vfs.open(ROOT, dir + "/x711", exec)), "root needs some x bit");
+        vfs.chmod(ROOT, dir + "/x711", 0100);
+        vfs.release(ROOT, vfs.open(ROOT, dir + "/x711", exec));
     }
 
     @Test
