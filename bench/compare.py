@@ -74,6 +74,8 @@ class Plan:
         self.retina_bytes = 320 * KIB
         self.au_steps = max(5, round(8 * scale))                     # batches per accelerator, first one warms up
         self.noop_bytes = max(256 * MIB, self.seq_bytes)
+        self.warm_bytes = max(16, round(1024 * scale)) * MIB        # the untimed warm-up file
+        self.warm_count = max(50, round(2000 * scale))               # and its small files
         self.timeout = 600 + 3600 * scale                            # any one step, seconds
 
     def describe(self):
@@ -486,6 +488,29 @@ def write_file(path, size, chunk, fsync=True):
         os.close(fd)
 
 
+def warm_up(target, plan):
+    """Untimed, the same on every target: a file written with fsync and read twice, and small files
+    written, read, stat'ed and unlinked, so that each filesystem is measured as it runs on a node
+    that has been up for a while (Granary's JVMs have compiled their hot paths; peers have their
+    connections open). Everything it writes is removed."""
+    d = os.path.join(target.root, "warmup")
+    os.makedirs(d)
+    big = os.path.join(d, "big")
+    write_file(big, plan.warm_bytes, random_chunk(MIB, 9))
+    for _ in range(2):
+        with open(big, "rb") as f:
+            while f.read(MIB):
+                pass
+    paths = [os.path.join(d, f"s{i:05d}") for i in range(plan.warm_count)]
+    write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda p: (os.stat(p), open(p, "rb").read()), paths))
+    for p in paths + [big]:
+        os.unlink(p)
+    os.rmdir(d)
+    return {}
+
+
 def seq_write(target, plan):
     path = os.path.join(target.root, "seq.dat")
     t0 = time.perf_counter()
@@ -796,6 +821,7 @@ class Runner:
         p, w = self.plan, self.work
         log(f"== {t.label} at {t.root}")
         t.start()
+        self.step(t, "warm-up", [], lambda: warm_up(t, p))
         self.step(t, "write", ["write", "write_s3"], lambda: seq_write(t, p))
         self.step(t, "setup", ["small_write"], lambda: setup_files(t, p))
         for phase in ("create", "stat", "readdir", "unlink"):
@@ -933,6 +959,11 @@ def report(runner, plan, targets, info, counter, elapsed):
             "remounted, rclone remounted with its VFS cache folder emptied. Cold points: before the sequential read; "
             "before the parallel, random and small-file reads (each reads files not read since); before the DataLoader "
             "and the AU searches. **warm**: the same file read again right after.",
+            f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
+            f"written with `fsync` and read twice, {plan.warm_count} small files written, read, stat'ed and unlinked. So each "
+            "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
+            "(its first GiB read right after start costs about 3x the CPU of later ones), peers have their connections open. "
+            "Cold still means cold caches: the warm-up's files are deleted and every cache is emptied before the cold reads.",
             f"- **rclone mount** runs with `--vfs-cache-mode {info['rclone_mode']} --vfs-write-back 0s` "
             "(without a write cache it refuses read-write opens; `full` also caches what it reads, on disk). "
             "**s3fs** runs with `-o use_path_request_style,url=http://127.0.0.1:PORT,allow_other` and its defaults otherwise.",
