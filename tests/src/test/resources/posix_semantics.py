@@ -653,6 +653,37 @@ def s_readdir(d):
     t('listdir of a file', lambda: (create(j(d, 'file')), os.listdir(j(d, 'file')))[1])
 
 
+def s_byte_names(d):
+    """Names are bytes: any byte but '/' and NUL, valid UTF-8 or not (POSIX), through every call."""
+    b = os.fsencode(d)
+    names = [b'latin1-caf\xe9', b'bad-\xff\xfe', b'mixed-\xc3\xa9-\x80-ok', b'\x01ctl\x7f', b'new\nline',
+             b'lone-\xed\xa0\x80-surrogate', '\u65e5\u672c-utf8'.encode()]
+    for i, n in enumerate(names):
+        t('create %r' % n, write, os.path.join(b, n), bytes([i]) * (i + 1))
+    t('listdir', lambda: sorted(os.listdir(b)))
+    t('stat sizes', lambda: [os.stat(os.path.join(b, n)).st_size for n in names])
+    t('read back', lambda: [readall(os.path.join(b, n)) for n in names])
+    t('a 255-byte name of 0xff bytes', create, os.path.join(b, b'\xff' * 255))
+    t('a 256-byte name of 0xff bytes', create, os.path.join(b, b'\xff' * 256))
+    t('mkdir of a non-UTF-8 name', os.mkdir, os.path.join(b, b'dir-\xfe'))
+    t('create inside it', write, os.path.join(b, b'dir-\xfe', b'in-\xfd'), b'inside')
+    t('read through the path', readall, os.path.join(b, b'dir-\xfe', b'in-\xfd'))
+    t('rename to another non-UTF-8 name', os.rename, os.path.join(b, b'bad-\xff\xfe'), os.path.join(b, b'dir-\xfe', b'moved-\xfc'))
+    t('the old name is gone', os.stat, os.path.join(b, b'bad-\xff\xfe'))
+    t('the new one reads', readall, os.path.join(b, b'dir-\xfe', b'moved-\xfc'))
+    t('symlink with a non-UTF-8 target', os.symlink, b'dir-\xfe/in-\xfd', os.path.join(b, b'link-\xfb'))
+    t('readlink', os.readlink, os.path.join(b, b'link-\xfb'))
+    t('read through the link', readall, os.path.join(b, b'link-\xfb'))
+    t('hard link of a non-UTF-8 name', os.link, os.path.join(b, b'latin1-caf\xe9'), os.path.join(b, b'dir-\xfe', b'hl-\xe9'))
+    t('nlink', lambda: os.stat(os.path.join(b, b'latin1-caf\xe9')).st_nlink)
+    t('names in the directory', lambda: sorted(os.listdir(os.path.join(b, b'dir-\xfe'))))
+    t('the UTF-8 twin of a Latin-1 name is another name', os.stat, os.path.join(b, 'latin1-caf\u00e9'.encode()))
+    for n in names + [b'\xff' * 255]:
+        if os.path.lexists(os.path.join(b, n)):
+            os.unlink(os.path.join(b, n))
+    t('unlink all', lambda: sorted(os.listdir(b)))
+
+
 def s_listdir_order(d):
     """Granary only: readdir returns names in byte order."""
     got = os.listdir(d)

@@ -51,7 +51,7 @@ final class GranaryProcess implements AutoCloseable {
     /** Starts {@code granary ARGS} in {@code dir} with extra environment variables and JVM options. */
     static GranaryProcess start(Path dir, Map<String, String> env, List<String> jvmArgs, String... args) throws IOException {
         String java = ProcessHandle.current().info().command().orElse("java");
-        List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx1g",
+        List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Dfile.encoding=ISO-8859-1", "-Xmx1g",
                 // the CLI's own logging config (tools' logback.xml), not the tests' logback-test.xml
                 "-Dlogback.configurationFile=logback.xml"));
         cmd.addAll(jvmArgs);

@@ -124,6 +124,26 @@ class PosixSemanticsTest {
         assertTrue(out.contains("O_APPEND: ok (5, 300008, b'abcXY"), out);
     }
 
+    /**
+     * Names are bytes (POSIX: any byte but '/' and NUL): Latin-1, invalid UTF-8, control bytes and a
+     * newline are created, listed, stat'ed, read, renamed, linked, symlinked (as targets too) and
+     * unlinked exactly as on a local filesystem, and a UTF-8 name stays a different name from its
+     * Latin-1 look-alike. Before names were carried as bytes, every undecodable byte arrived as
+     * U+FFFD and such names could not be created.
+     */
+    @Test
+    void namesThatAreNotUtf8BehaveAsOnALocalFilesystem() throws Exception {
+        String out = compare("byte_names", false);
+        hasLines(out,
+                "create b'bad-\\xff\\xfe': ok",
+                "a 255-byte name of 0xff bytes: ok",
+                "a 256-byte name of 0xff bytes: ENAMETOOLONG",
+                "readlink: ok b'dir-\\xfe/in-\\xfd'",
+                "read through the link: ok b'inside'",
+                "the UTF-8 twin of a Latin-1 name is another name: ENOENT",
+                "nlink: ok 2");
+    }
+
     @Test
     void sparseFileHolesReadAsZerosAcrossStripes() throws Exception {
         String out = compare("sparse", true);

@@ -1,6 +1,7 @@
 package dev.granary.client.fuse;
 
 import dev.granary.client.vfs.GranaryVfs;
+import dev.granary.client.vfs.Names;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Status;
@@ -9,6 +10,7 @@ import dev.granary.mds.proto.LockInfo;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.StatFsReply;
 import java.nio.ByteBuffer;
+import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -54,6 +56,15 @@ import ru.serce.jnrfuse.struct.Timespec;
  */
 public class GranaryFuse extends FuseStubFS {
     private static final Logger LOG = LoggerFactory.getLogger(GranaryFuse.class);
+
+    /**
+     * jnr-ffi decodes the paths libfuse passes with the JVM's default charset. The launcher runs
+     * with {@code -Dfile.encoding=ISO-8859-1}, one char per byte, so paths arrive intact and any
+     * name of bytes (POSIX allows all but '/' and NUL) round-trips through {@link Names}; under a
+     * UTF-8 default, names that are not UTF-8 arrive with their bad bytes replaced and cannot be
+     * used.
+     */
+    static final boolean LATIN1 = Charset.defaultCharset().equals(StandardCharsets.ISO_8859_1);
     /** utimensat's special tv_nsec values (Linux). */
     static final long UTIME_NOW = (1L << 30) - 1, UTIME_OMIT = (1L << 30) - 2;
 
@@ -141,7 +152,8 @@ public class GranaryFuse extends FuseStubFS {
     // ------------------------------------------------------------------ attributes
 
     @Override
-    public int getattr(String path, FileStat stat) {
+    public int getattr(String nativePath, FileStat stat) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("getattr", path, c -> {
             fill(stat, vfs.getattr(c, path));
             return 0;
@@ -149,7 +161,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int fgetattr(String path, FileStat stat, FuseFileInfo fi) {
+    public int fgetattr(String nativePath, FileStat stat, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("fgetattr", path, c -> {
             fill(stat, vfs.fgetattr(c, fi.fh.get()));
             return 0;
@@ -157,7 +170,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int chmod(String path, @mode_t long mode) {
+    public int chmod(String nativePath, @mode_t long mode) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("chmod", path, c -> {
             vfs.chmod(c, path, (int) mode);
             return 0;
@@ -165,7 +179,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int chown(String path, @uid_t long uid, @gid_t long gid) {
+    public int chown(String nativePath, @uid_t long uid, @gid_t long gid) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("chown", path, c -> {
             vfs.chown(c, path, uid, gid);
             return 0;
@@ -173,7 +188,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int truncate(String path, @off_t long size) {
+    public int truncate(String nativePath, @off_t long size) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("truncate", path, c -> {
             vfs.truncate(c, path, size);
             return 0;
@@ -181,7 +197,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int ftruncate(String path, @off_t long size, FuseFileInfo fi) {
+    public int ftruncate(String nativePath, @off_t long size, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("ftruncate", path, c -> {
             vfs.ftruncate(c, fi.fh.get(), size);
             return 0;
@@ -189,7 +206,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int utimens(String path, Timespec[] timespec) {
+    public int utimens(String nativePath, Timespec[] timespec) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("utimens", path, c -> {
             long atime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[0]);
             long mtime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[1]);
@@ -199,7 +217,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int access(String path, int mask) {
+    public int access(String nativePath, int mask) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("access", path, c -> {
             vfs.access(c, path, mask);
             return 0;
@@ -207,7 +226,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int statfs(String path, Statvfs st) {
+    public int statfs(String nativePath, Statvfs st) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("statfs", path, c -> {
             StatFsReply r = vfs.statfs(c);
             long bsize = r.getBlockSize() > 0 ? r.getBlockSize() : 4096;
@@ -227,7 +247,8 @@ public class GranaryFuse extends FuseStubFS {
     // ------------------------------------------------------------------ namespace
 
     @Override
-    public int mknod(String path, @mode_t long mode, @dev_t long rdev) {
+    public int mknod(String nativePath, @mode_t long mode, @dev_t long rdev) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("mknod", path, c -> {
             vfs.mknod(c, path, (int) mode, rdev);
             return 0;
@@ -235,7 +256,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int mkdir(String path, @mode_t long mode) {
+    public int mkdir(String nativePath, @mode_t long mode) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("mkdir", path, c -> {
             vfs.mkdir(c, path, (int) mode);
             return 0;
@@ -243,7 +265,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int unlink(String path) {
+    public int unlink(String nativePath) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("unlink", path, c -> {
             vfs.unlink(c, path);
             return 0;
@@ -251,7 +274,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int rmdir(String path) {
+    public int rmdir(String nativePath) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("rmdir", path, c -> {
             vfs.rmdir(c, path);
             return 0;
@@ -259,7 +283,9 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int symlink(String oldpath, String newpath) {
+    public int symlink(String nativeOldpath, String nativeNewpath) {
+        String oldpath = Names.fromNative(nativeOldpath, LATIN1);
+        String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("symlink", newpath, c -> {
             vfs.symlink(c, oldpath, newpath);
             return 0;
@@ -267,9 +293,10 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int readlink(String path, Pointer buf, @size_t long size) {
+    public int readlink(String nativePath, Pointer buf, @size_t long size) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("readlink", path, c -> {
-            byte[] t = vfs.readlink(c, path).getBytes(StandardCharsets.UTF_8);
+            byte[] t = Names.encode(vfs.readlink(c, path));
             if (size <= 0) {
                 return -ErrorCodes.EINVAL();
             }
@@ -281,7 +308,9 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int rename(String oldpath, String newpath) {
+    public int rename(String nativeOldpath, String nativeNewpath) {
+        String oldpath = Names.fromNative(nativeOldpath, LATIN1);
+        String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("rename", oldpath, c -> {
             vfs.rename(c, oldpath, newpath, 0); // libfuse2's rename has no renameat2 flags
             return 0;
@@ -289,7 +318,9 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int link(String oldpath, String newpath) {
+    public int link(String nativeOldpath, String nativeNewpath) {
+        String oldpath = Names.fromNative(nativeOldpath, LATIN1);
+        String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("link", newpath, c -> {
             vfs.link(c, oldpath, newpath);
             return 0;
@@ -299,7 +330,8 @@ public class GranaryFuse extends FuseStubFS {
     // ------------------------------------------------------------------ files
 
     @Override
-    public int create(String path, @mode_t long mode, FuseFileInfo fi) {
+    public int create(String nativePath, @mode_t long mode, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("create", path, c -> {
             fi.fh.set(vfs.create(c, path, (int) mode, fi.flags.get()));
             return 0;
@@ -307,7 +339,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int open(String path, FuseFileInfo fi) {
+    public int open(String nativePath, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("open", path, c -> {
             fi.fh.set(vfs.open(c, path, fi.flags.get()));
             return 0;
@@ -315,7 +348,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int read(String path, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+    public int read(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("read", path, c -> {
             byte[] data = vfs.read(c, fi.fh.get(), offset, (int) Math.min(size, Integer.MAX_VALUE));
             buf.put(0, data, 0, data.length);
@@ -324,7 +358,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int write(String path, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+    public int write(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("write", path, c -> {
             int n = (int) Math.min(size, Integer.MAX_VALUE);
             byte[] data = new byte[n];
@@ -334,7 +369,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int flush(String path, FuseFileInfo fi) {
+    public int flush(String nativePath, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("flush", path, c -> {
             vfs.flush(c, fi.fh.get());
             return 0;
@@ -342,7 +378,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int fsync(String path, int isdatasync, FuseFileInfo fi) {
+    public int fsync(String nativePath, int isdatasync, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("fsync", path, c -> {
             vfs.fsync(c, fi.fh.get(), isdatasync != 0);
             return 0;
@@ -350,7 +387,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int release(String path, FuseFileInfo fi) {
+    public int release(String nativePath, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("release", path, c -> {
             vfs.release(c, fi.fh.get());
             return 0;
@@ -360,7 +398,8 @@ public class GranaryFuse extends FuseStubFS {
     // ------------------------------------------------------------------ directories
 
     @Override
-    public int opendir(String path, FuseFileInfo fi) {
+    public int opendir(String nativePath, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("opendir", path, c -> {
             fi.fh.set(vfs.opendir(c, path));
             return 0;
@@ -368,11 +407,12 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int readdir(String path, Pointer buf, FuseFillDir filter, @off_t long offset, FuseFileInfo fi) {
+    public int readdir(String nativePath, Pointer buf, FuseFillDir filter, @off_t long offset, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("readdir", path, c -> {
             List<GranaryVfs.Entry> entries = vfs.readdir(c, fi.fh.get());
             for (GranaryVfs.Entry e : entries) {
-                byte[] name = e.name().getBytes(StandardCharsets.UTF_8);
+                byte[] name = Names.encode(e.name());
                 ByteBuffer nb = ByteBuffer.allocate(name.length + 1).put(name).put((byte) 0).flip();
                 if (filter.apply(buf, nb, null, 0) != 0) {
                     break; // libfuse's buffer is full (cannot happen with offset 0 mode, which grows it)
@@ -383,7 +423,8 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int releasedir(String path, FuseFileInfo fi) {
+    public int releasedir(String nativePath, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("releasedir", path, c -> {
             vfs.releasedir(c, fi.fh.get());
             return 0;
@@ -392,14 +433,17 @@ public class GranaryFuse extends FuseStubFS {
 
     /** Namespace operations are durable (committed by a Raft majority) when they return: nothing to do. */
     @Override
-    public int fsyncdir(String path, FuseFileInfo fi) {
+    public int fsyncdir(String nativePath, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("fsyncdir", path, c -> 0);
     }
 
     // ------------------------------------------------------------------ xattrs
 
     @Override
-    public int setxattr(String path, String name, Pointer value, @size_t long size, int flags) {
+    public int setxattr(String nativePath, String nativeName, Pointer value, @size_t long size, int flags) {
+        String path = Names.fromNative(nativePath, LATIN1);
+        String name = Names.fromNative(nativeName, LATIN1);
         return call("setxattr", path, c -> {
             byte[] v = new byte[(int) size];
             value.get(0, v, 0, v.length);
@@ -409,7 +453,9 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int getxattr(String path, String name, Pointer value, @size_t long size) {
+    public int getxattr(String nativePath, String nativeName, Pointer value, @size_t long size) {
+        String path = Names.fromNative(nativePath, LATIN1);
+        String name = Names.fromNative(nativeName, LATIN1);
         return call("getxattr", path, c -> {
             byte[] v = vfs.getxattr(c, path, name);
             if (size == 0) {
@@ -424,12 +470,13 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int listxattr(String path, Pointer list, @size_t long size) {
+    public int listxattr(String nativePath, Pointer list, @size_t long size) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("listxattr", path, c -> {
             List<String> names = vfs.listxattr(c, path);
             int total = 0;
             for (String n : names) {
-                total += n.getBytes(StandardCharsets.UTF_8).length + 1;
+                total += Names.encode(n).length + 1;
             }
             if (size == 0) {
                 return total;
@@ -439,7 +486,7 @@ public class GranaryFuse extends FuseStubFS {
             }
             long pos = 0;
             for (String n : names) {
-                byte[] b = n.getBytes(StandardCharsets.UTF_8);
+                byte[] b = Names.encode(n);
                 list.put(pos, b, 0, b.length);
                 list.putByte(pos + b.length, (byte) 0);
                 pos += b.length + 1;
@@ -449,7 +496,9 @@ public class GranaryFuse extends FuseStubFS {
     }
 
     @Override
-    public int removexattr(String path, String name) {
+    public int removexattr(String nativePath, String nativeName) {
+        String path = Names.fromNative(nativePath, LATIN1);
+        String name = Names.fromNative(nativeName, LATIN1);
         return call("removexattr", path, c -> {
             vfs.removexattr(c, path, name);
             return 0;
@@ -474,7 +523,8 @@ public class GranaryFuse extends FuseStubFS {
      * libfuse releases the owner's locks at flush (close), as POSIX wants.
      */
     @Override
-    public int lock(String path, FuseFileInfo fi, int cmd, Flock flock) {
+    public int lock(String nativePath, FuseFileInfo fi, int cmd, Flock flock) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("lock", path, c -> {
             long start = flock.l_start.get();
             long len = flock.l_len.get();
@@ -509,7 +559,8 @@ public class GranaryFuse extends FuseStubFS {
 
     /** flock(2): whole-file shared/exclusive locks held in the MDS, shared by all clients. */
     @Override
-    public int flock(String path, FuseFileInfo fi, int op) {
+    public int flock(String nativePath, FuseFileInfo fi, int op) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return call("flock", path, c -> {
             boolean nb = (op & 4) != 0; // LOCK_NB
             int what = op & ~4;
@@ -527,25 +578,29 @@ public class GranaryFuse extends FuseStubFS {
 
     /** Block mapping (only for block-device-backed filesystems): -ENOSYS. */
     @Override
-    public int bmap(String path, @size_t long blocksize, long idx) {
+    public int bmap(String nativePath, @size_t long blocksize, long idx) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return -ErrorCodes.ENOSYS();
     }
 
     /** ioctl: none supported: -ENOSYS. */
     @Override
-    public int ioctl(String path, int cmd, Pointer arg, FuseFileInfo fi, @u_int32_t long flags, Pointer data) {
+    public int ioctl(String nativePath, int cmd, Pointer arg, FuseFileInfo fi, @u_int32_t long flags, Pointer data) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return -ErrorCodes.ENOSYS();
     }
 
     /** poll: -ENOSYS (the kernel then treats the file as always ready, like a regular file). */
     @Override
-    public int poll(String path, FuseFileInfo fi, FusePollhandle ph, Pointer reventsp) {
+    public int poll(String nativePath, FuseFileInfo fi, FusePollhandle ph, Pointer reventsp) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return -ErrorCodes.ENOSYS();
     }
 
     /** fallocate: -ENOSYS (the kernel reports EOPNOTSUPP; glibc's posix_fallocate then writes zeros). */
     @Override
-    public int fallocate(String path, int mode, @off_t long off, @off_t long length, FuseFileInfo fi) {
+    public int fallocate(String nativePath, int mode, @off_t long off, @off_t long length, FuseFileInfo fi) {
+        String path = Names.fromNative(nativePath, LATIN1);
         return -ErrorCodes.ENOSYS();
     }
 }

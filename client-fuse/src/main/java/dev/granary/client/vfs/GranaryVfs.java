@@ -226,7 +226,7 @@ public final class GranaryVfs implements AutoCloseable {
         if (name.indexOf('\0') >= 0) {
             throw new FsException(Status.EINVAL, "NUL in name");
         }
-        byte[] b = name.getBytes(StandardCharsets.UTF_8);
+        byte[] b = Names.encode(name);
         if (b.length > NAME_MAX) {
             throw new FsException(Status.ENAMETOOLONG, "name longer than " + NAME_MAX + " bytes");
         }
@@ -568,7 +568,7 @@ public final class GranaryVfs implements AutoCloseable {
     /** symlink(2): a link at {@code linkPath} pointing to {@code target}. EEXIST, ENOENT, EACCES, ENAMETOOLONG. */
     public Attr symlink(Caller c, String target, String linkPath) {
         ParentName pn = parentOf(c, linkPath);
-        byte[] t = target.getBytes(StandardCharsets.UTF_8);
+        byte[] t = Names.encode(target);
         if (t.length == 0 || t.length > 4095) {
             throw new FsException(t.length == 0 ? Status.ENOENT : Status.ENAMETOOLONG, "symlink target length " + t.length);
         }
@@ -583,7 +583,7 @@ public final class GranaryVfs implements AutoCloseable {
         if ((a.getMode() & S_IFMT) != S_IFLNK) {
             throw new FsException(Status.EINVAL, "not a symbolic link: " + path);
         }
-        return new String(mds.readlink(c, a.getIno()), StandardCharsets.UTF_8);
+        return Names.decode(mds.readlink(c, a.getIno()));
     }
 
     /** link(2): a new name {@code newPath} for the inode at {@code existing}. EPERM (directory), EEXIST, EMLINK. */
@@ -971,7 +971,7 @@ public final class GranaryVfs implements AutoCloseable {
         for (int page = 0; ; page++) {
             ReadDirPage p = mds.readdir(c, d.ino, after.toByteArray(), config.readdirPageSize());
             for (DirEntry e : p.entries()) {
-                String name = e.getName().toString(StandardCharsets.UTF_8);
+                String name = Names.decode(e.getName().toByteArray());
                 out.add(new Entry(name, e.getIno(), e.getMode() & S_IFMT));
                 dentries.put(new DentryKey(d.ino, name), e.getIno());
             }
@@ -1059,7 +1059,7 @@ public final class GranaryVfs implements AutoCloseable {
             return out;
         }
         for (ByteString n : mds.listxattr(c, a.getIno())) {
-            out.add(n.toString(StandardCharsets.UTF_8));
+            out.add(Names.decode(n.toByteArray()));
         }
         return out;
     }
@@ -1097,7 +1097,7 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     private static byte[] xattrName(String name) {
-        byte[] b = name.getBytes(StandardCharsets.UTF_8);
+        byte[] b = Names.encode(name);
         if (b.length == 0 || b.length > 255) {
             throw new FsException(b.length == 0 ? Status.EINVAL : Status.ERANGE, "xattr name length " + b.length);
         }

@@ -7,7 +7,6 @@ import dev.granary.mds.client.ReadDirPage;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.DirEntry;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -181,11 +180,7 @@ final class StatAhead {
                     if (!e.hasAttr()) {
                         continue;
                     }
-                    byte[] raw = e.getName().toByteArray();
-                    String name = new String(raw, StandardCharsets.UTF_8);
-                    if (!Arrays.equals(raw, name.getBytes(StandardCharsets.UTF_8))) {
-                        continue; // not UTF-8: the kernel's name would not match this key
-                    }
+                    String name = Names.decode(e.getName().toByteArray());
                     GranaryVfs.DentryKey key = new GranaryVfs.DentryKey(dirIno, name);
                     if (dentries.asMap().putIfAbsent(key, e.getIno()) == null) {
                         put.add(key);
