@@ -9,6 +9,7 @@ import hashlib
 import mmap
 import os
 import random
+import select
 import stat
 import subprocess
 import sys
@@ -75,6 +76,16 @@ def s_open(d):
     t('O_CREAT|O_EXCL of an existing file', os.open, p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     t('O_CREAT|O_EXCL of an existing directory', os.open, d, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     t('O_CREAT without O_EXCL of an existing file keeps it', lambda: (create(p), readall(p))[1])
+    t('open of an empty path', os.open, '', os.O_RDONLY)
+
+    def poll_ready():
+        fd = os.open(p, os.O_RDWR)
+        try:
+            r, w, _ = select.select([fd], [fd], [], 0)
+            return len(r), len(w)
+        finally:
+            os.close(fd)
+    t('select/poll of a regular file (ready to read and write)', poll_ready)
 
     def trunc():
         fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
@@ -576,6 +587,22 @@ def s_xattr(d):
     t('getxattr size query', lambda: LIBC.getxattr(p.encode(), b'user.long', None, ctypes.c_size_t(0)))
     t('listxattr into a small buffer', lambda: check(-1 if LIBC.listxattr(p.encode(), buf, ctypes.c_size_t(1)) < 0 else 0))
     t('xattrs survive a rename', lambda: (os.rename(p, j(d, 'g')), os.getxattr(j(d, 'g'), 'user.long'))[1])
+    # The kernel asks for security.capability before every write and removes it if present
+    # (file_remove_privs); a file created here must still answer that question truly once it has one.
+    cap = j(d, 'cap')
+    write(cap, b'x')
+    t('security.capability of a new file', os.getxattr, cap, 'security.capability')
+    cap_v2 = bytes.fromhex('01000002' '00040000' '00000000' '00000000' '00000000')  # v2, effective, CAP_NET_BIND_SERVICE
+    t('set security.capability', os.setxattr, cap, 'security.capability', cap_v2)
+    t('get security.capability', lambda: os.getxattr(cap, 'security.capability') == cap_v2)
+    def append_byte():
+        fd = os.open(cap, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b'y')
+        finally:
+            os.close(fd)
+    t('a write removes security.capability', lambda: (append_byte(), os.getxattr(cap, 'security.capability'))[1])
+    t('the write landed', readall, cap)
 
 
 def s_xattr_limits(d):

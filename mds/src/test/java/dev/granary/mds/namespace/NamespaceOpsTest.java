@@ -266,4 +266,28 @@ class NamespaceOpsTest extends MdsTestBase {
         assertEquals(Status.OK, transport.write(MdsRequest.newBuilder().setCaller(ROOT)
                 .setGetattr(GetAttrRequest.newBuilder().setIno(R)).build()).getStatus());
     }
+
+    /**
+     * A directory with 2^32 - 17 links (forged in the database: four billion mkdirs do not fit a
+     * test) takes one more subdirectory, then mkdir fails with EMLINK and changes nothing.
+     */
+    @Test
+    void mkdirFailsWithEmlinkAtTheDirectoryLinkLimit() {
+        Attr d = mds.mkdir(ROOT, R, b("full"), 0755);
+        dev.granary.raft.RocksKv kv = transport.kv();
+        long epoch = dev.granary.mds.schema.MdsSchema.currentEpoch(kv);
+        var rec = dev.granary.mds.schema.MdsSchema.getInode(kv, d.getIno(), epoch);
+        dev.granary.raft.KvTxn t = kv.newTxn();
+        dev.granary.mds.schema.MdsSchema.putInode(t, d.getIno(), epoch, rec.toBuilder().setNlink((int) 0xFFFF_FFEFL).build());
+        kv.commit(t, 1, kv.lastAppliedIndex() + 1);
+        try (var forged = new dev.granary.mds.client.LocalMdsTransport(kv, false, () -> clock.addAndGet(1000));
+             MdsClient m = new MdsClient(forged)) {
+            m.mkdir(ROOT, d.getIno(), b("last"), 0755);
+            assertEquals(0xFFFF_FFF0L, Integer.toUnsignedLong(m.getattr(ROOT, d.getIno()).getNlink()));
+            assertErrno(Status.EMLINK, () -> m.mkdir(ROOT, d.getIno(), b("one-too-many"), 0755));
+            assertErrno(Status.ENOENT, () -> m.lookup(ROOT, d.getIno(), b("one-too-many")));
+            assertEquals(0xFFFF_FFF0L, Integer.toUnsignedLong(m.getattr(ROOT, d.getIno()).getNlink()));
+            m.create(ROOT, d.getIno(), b("files-still-fit"), 0644, true);
+        }
+    }
 }
