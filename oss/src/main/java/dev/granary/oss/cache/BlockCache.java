@@ -226,18 +226,7 @@ public final class BlockCache {
                 throw e;
             }
         }
-        Entry entry;
-        try {
-            entry = f.get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while reading block " + key + " of OST " + ost, e);
-        } catch (ExecutionException e) {
-            throw unwrap(e.getCause());
-        }
-        if (entry.error != null) {
-            throw entry.error;
-        }
+        Entry entry = await(f, key, ost);
         if (!entry.whole) {
             if (entry != LARGE) {
                 // keep only the marker: later reads of this block are ranged GETs
@@ -320,6 +309,7 @@ public final class BlockCache {
         return fromChunks(c0, a.data, b.data, offset, length);
     }
 
+    /** The entry {@code f} completes with; a load's failure is rethrown to every waiter. */
     private static Entry await(CompletableFuture<Entry> f, String key, int ost) {
         Entry e;
         try {
