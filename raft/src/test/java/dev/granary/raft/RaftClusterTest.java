@@ -46,6 +46,44 @@ class RaftClusterTest {
         return v == null ? null : new String(v, UTF_8);
     }
 
+    /**
+     * A client that only reads is answered by the leader. Without the start-up search it is not:
+     * Ratis sends the first request to a peer of its choice, and a follower answers a
+     * linearizable read itself (ReadIndex, one more round trip) and never redirects it, so a
+     * client that never writes stays there. The test makes that peer a follower (leadership
+     * transfer) and shows both clients.
+     */
+    @Test
+    void aReadOnlyClientIsAnsweredByTheLeader() throws Exception {
+        try (TestCluster cl = new TestCluster(tmp, "readers", 3, 10_000, 8L << 20).startAll();
+             RaftKvClient w = cl.client()) {
+            cl.awaitLeader(WAIT);
+            put(w, "k", "v");
+            String ratisFirst;
+            try (RaftKvClient probe = new RaftKvClient(cl.name, cl.peers, RaftKvClient.DEFAULT_RETRY_BUDGET, false)) {
+                get(probe, "k");
+                ratisFirst = probe.lastReadServer().orElseThrow().toString();
+            }
+            if (cl.servers[cl.awaitLeader(WAIT)].peerId().equals(ratisFirst)) {
+                String other = cl.peers.stream().map(PeerSpec::id).filter(id -> !id.equals(ratisFirst)).findFirst().orElseThrow();
+                w.transferLeadership(other);
+                TestCluster.awaitTrue("leadership moved", WAIT, () -> cl.leader().map(i -> cl.servers[i].peerId().equals(other)).orElse(false));
+            }
+            String leaderId = cl.servers[cl.awaitLeader(WAIT)].peerId();
+            try (RaftKvClient unaware = new RaftKvClient(cl.name, cl.peers, RaftKvClient.DEFAULT_RETRY_BUDGET, false)) {
+                assertEquals("v", get(unaware, "k"));
+                assertEquals(ratisFirst, unaware.lastReadServer().orElseThrow().toString(), "without the search: a follower answers");
+            }
+            try (RaftKvClient r = cl.client()) {
+                assertEquals(leaderId, r.initialLeader().map(Object::toString).orElse("none"));
+                for (int i = 0; i < 5; i++) {
+                    assertEquals("v", get(r, "k"));
+                    assertEquals(leaderId, r.lastReadServer().map(Object::toString).orElse("none"), "read " + i);
+                }
+            }
+        }
+    }
+
     @Test
     void writesReachEveryPeersDbWithTheLeadersTimestamp() throws Exception {
         try (TestCluster cl = new TestCluster(tmp, "replicate", 3, 10_000, 8L << 20).startAll();
