@@ -680,7 +680,6 @@ public final class RocksKv implements KvReader, AutoCloseable {
         }
     }
 
-    /** Iterator adapter; {@code base} is the db iterator under a batch iterator, closed with it. */
     /**
      * The read options of one iterator: the snapshot it reads (or none) and its exclusive upper
      * bound (or none). RocksDB keeps pointers to both, so they live until the iterator is closed.
@@ -707,6 +706,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
         }
     }
 
+    /** Iterator adapter; {@code base} is the db iterator under a batch iterator, closed with it. */
     private final class Iter implements KvIterator, NativeResource {
         private final RocksIterator it;
         private final RocksIterator base;

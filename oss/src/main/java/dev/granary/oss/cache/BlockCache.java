@@ -197,12 +197,8 @@ public final class BlockCache {
             return store.get(key, offset, length);
         }
         if (length <= chunkBytes) {
-            Entry whole = done(new Key(ost, key));
-            if (whole != null && whole.whole) {
-                hits.incrementAndGet();
-                return slice(whole.data, offset, length, copy);
-            }
-            return readChunks(ost, store, key, offset, length);
+            byte[] hit = readIfCached(ost, key, offset, length, copy);
+            return hit != null ? hit : readChunks(ost, store, key, offset, length);
         }
         if (offset + length > maxCachedBlockBytes) {
             return store.get(key, offset, length);
@@ -247,16 +243,11 @@ public final class BlockCache {
     }
 
     /**
-     * A small read: the chunks {@code c0..c1} (one or two) holding the range, from the cache or
-     * fetched together with one ranged GET. Chunk 0 is fetched with one byte more, so that a block
+     * A small read that {@link #readIfCached} could not answer: the chunks {@code c0..c1} (one or
+     * two) holding the range, from the cache or fetched together with one ranged GET. Chunk 0 is fetched with one byte more, so that a block
      * no longer than a chunk is known to be whole.
      */
     private byte[] readChunks(int ost, ObjectStore store, String key, long offset, int length) {
-        Entry first = done(new Key(ost, key, 0));
-        if (first != null && first.whole) {
-            hits.incrementAndGet();
-            return slice(first.data, offset, length, true);
-        }
         long c0 = offset / chunkBytes;
         long c1 = length == 0 ? c0 : (offset + length - 1) / chunkBytes;
         Key k0 = new Key(ost, key, c0);
