@@ -45,6 +45,9 @@ import org.slf4j.LoggerFactory;
  * <p>Failures complete the future exceptionally with {@link FileNotFoundException} when the OSS
  * answers NOT_FOUND, else with {@link OssException} (an IOException carrying the gRPC code); the
  * message names the OST, block and OSS address.
+ *
+ * <p>The futures complete on gRPC's transport thread: a caller must not chain blocking work on
+ * them with the synchronous {@code then*} methods (use the {@code *Async} forms with its own executor).
  */
 public final class OssClient implements BlockIo {
     private static final Logger LOG = LoggerFactory.getLogger(OssClient.class);
@@ -149,6 +152,11 @@ public final class OssClient implements BlockIo {
                 .maxInboundMessageSize(maxMessageBytes)
                 // A whole block in flight without waiting for HTTP/2 window updates (default 1 MiB).
                 .flowControlWindow(OssConfig.FLOW_CONTROL_WINDOW)
+                // Replies are parsed and their futures completed on the transport thread: no
+                // hand-off to gRPC's executor and back per call. A thread switch costs more CPU than
+                // parsing a block here (cold 1 GiB read: 190-210 -> 270-290 MiB/s, 9.5 -> 6.7 CPU-s).
+                // So nothing chained on these futures may block: OpenFile continues on its own executor.
+                .directExecutor()
                 .build();
     }
 
