@@ -29,6 +29,7 @@ import software.amazon.awssdk.core.interceptor.Context;
 import software.amazon.awssdk.core.interceptor.ExecutionAttribute;
 import software.amazon.awssdk.core.interceptor.ExecutionAttributes;
 import software.amazon.awssdk.core.interceptor.ExecutionInterceptor;
+import software.amazon.awssdk.core.ResponseInputStream;
 import software.amazon.awssdk.core.sync.RequestBody;
 import software.amazon.awssdk.http.apache.ApacheHttpClient;
 import software.amazon.awssdk.regions.Region;
@@ -37,6 +38,7 @@ import software.amazon.awssdk.retries.api.RetryStrategy;
 import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.S3Configuration;
 import software.amazon.awssdk.services.s3.model.CompletedPart;
+import software.amazon.awssdk.services.s3.model.GetObjectResponse;
 import software.amazon.awssdk.services.s3.model.HeadObjectResponse;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Request;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Response;
@@ -262,8 +264,8 @@ public final class S3ObjectStore implements ObjectStore {
         }
         counters.gets.incrementAndGet();
         String range = "bytes=" + offset + "-" + (offset + length - 1);
-        try (InputStream in = s3.getObject(b -> b.bucket(config.bucket()).key(fullKey).range(range))) {
-            return readFully(in, length);
+        try (ResponseInputStream<GetObjectResponse> in = s3.getObject(b -> b.bucket(config.bucket()).key(fullKey).range(range))) {
+            return readFully(in, length, in.response().contentLength());
         } catch (AwsServiceException e) {
             if (e.statusCode() == 416 || "InvalidRange".equals(code(e))) {
                 return new byte[0];
@@ -463,21 +465,43 @@ public final class S3ObjectStore implements ObjectStore {
     }
 
     /**
-     * Reads up to {@code length} bytes of a GET body into one array with large reads: the HTTP
-     * client then reads straight from the socket into it (InputStream.readNBytes reads in 16 KiB
-     * chunks and copies them once more, a syscall per chunk). A body that ends early gives a
-     * shorter array (a range past the end of the object).
+     * Reads up to {@code length} bytes of a GET body whose Content-Length is {@code contentLength}
+     * (null when the server sent none) into one array with large reads: the HTTP client then reads
+     * straight from the socket into it (InputStream.readNBytes reads in 16 KiB chunks and copies
+     * them once more, a syscall per chunk). A body that ends early gives a shorter array (a range
+     * past the end of the object).
+     *
+     * <p>The array is sized by the Content-Length, not by the range asked for: a whole-block read
+     * asks for up to the largest cacheable block (16 MiB + 1) to learn the block's size, and
+     * allocating (and zeroing) that much for a 4 MiB block cost more CPU than the GET itself.
+     * Without a Content-Length the array grows as bytes arrive.
      */
-    static byte[] readFully(InputStream in, int length) throws IOException {
-        byte[] out = new byte[length];
+    static byte[] readFully(InputStream in, int length, Long contentLength) throws IOException {
+        int cap = contentLength == null || contentLength < 0
+                ? Math.min(length, GROW_FROM) : (int) Math.min(length, contentLength);
+        byte[] out = new byte[cap];
         int n = 0;
-        while (n < length) {
-            int r = in.read(out, n, length - n);
+        for (;;) {
+            if (n == out.length) {
+                if (n == length) {
+                    return out;
+                }
+                int b = in.read(); // at the Content-Length: normally the end of the body
+                if (b < 0) {
+                    return out;
+                }
+                out = Arrays.copyOf(out, (int) Math.min(length, Math.max(2L * out.length, GROW_FROM)));
+                out[n++] = (byte) b;
+                continue;
+            }
+            int r = in.read(out, n, out.length - n);
             if (r < 0) {
                 return Arrays.copyOf(out, n);
             }
             n += r;
         }
-        return out;
     }
+
+    /** First array size of a body read without a Content-Length, bytes. */
+    private static final int GROW_FROM = 1 << 20;
 }

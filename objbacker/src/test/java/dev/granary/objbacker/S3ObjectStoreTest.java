@@ -1,6 +1,7 @@
 package dev.granary.objbacker;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -66,6 +67,32 @@ class S3ObjectStoreTest {
         assertEquals(0, store.get("blocks/a", 50_000, 10).length);
         assertEquals(0, store.get("blocks/a", 5, 0).length);
         assertEquals(5, store.counters().gets.get() - getsBefore);
+    }
+
+    /**
+     * A GET asking for more than the object holds (as a whole-block read does, to learn the
+     * block's size) allocates about the object's size, not the range's: it allocated and zeroed
+     * 16 MiB + 1 for every 4 MiB block before.
+     */
+    @Test
+    void aGetLargerThanTheObjectAllocatesOnlyTheObjectsBytes() {
+        byte[] data = random(4 << 20, 7);
+        store.put("blocks/sized", data);
+        store.get("blocks/sized", 0, 1000); // warm the connection and the SDK's lazy state
+        com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        long tid = Thread.currentThread().threadId();
+        long before = mx.getThreadAllocatedBytes(tid);
+        byte[] got = store.get("blocks/sized", 0, (16 << 20) + 1);
+        long allocated = mx.getThreadAllocatedBytes(tid) - before;
+        assertArrayEquals(data, got);
+        assertTrue(allocated < (4 << 20) + (1 << 20), "allocated " + allocated + " bytes for a 4 MiB object");
+        // a body without a Content-Length grows as it arrives, and stops at the length asked for
+        byte[] grown = assertDoesNotThrow(() -> S3ObjectStore.readFully(new java.io.ByteArrayInputStream(data), (3 << 20) + 5, null));
+        assertArrayEquals(Arrays.copyOf(data, (3 << 20) + 5), grown);
+        byte[] whole = assertDoesNotThrow(() -> S3ObjectStore.readFully(new java.io.ByteArrayInputStream(data), 16 << 20, null));
+        assertArrayEquals(data, whole);
+        byte[] none = assertDoesNotThrow(() -> S3ObjectStore.readFully(new java.io.ByteArrayInputStream(new byte[0]), 100, 0L));
+        assertEquals(0, none.length);
     }
 
     @Test
