@@ -76,6 +76,7 @@ class Plan:
         self.noop_bytes = max(256 * MIB, self.seq_bytes)
         self.warm_bytes = max(16, round(1024 * scale)) * MIB        # the untimed warm-up file
         self.warm_count = max(50, round(2000 * scale))               # and its small files
+        self.warm_cold_reads = 6 if scale >= 0.25 else 1                  # cold reads of the warm-up file
         self.timeout = 600 + 3600 * scale                            # any one step, seconds
 
     def describe(self):
@@ -489,15 +490,20 @@ def write_file(path, size, chunk, fsync=True):
 
 
 def warm_up(target, plan):
-    """Untimed, the same on every target: a file written with fsync and read twice, and small files
-    written, read, stat'ed and unlinked, so that each filesystem is measured as it runs on a node
-    that has been up for a while (Granary's JVMs have compiled their hot paths; peers have their
-    connections open). Everything it writes is removed."""
+    """Untimed, the same on every target: a file written with fsync and read cold several times
+    (caches emptied before each read) and once warm, and small files written, read, stat'ed and
+    unlinked, so that each filesystem is measured as it runs on a node that has been up for a while
+    (Granary's JVMs have compiled their hot paths; peers have their connections open). Everything
+    it writes is removed. Several cold reads, because the JIT compiles the cold path over several
+    GiB: in one quickstart, successive cold 1 GiB reads went 98, 174, 238, 241, 286, 290, 306, 352,
+    345, 348, 358, 385 MiB/s."""
     d = os.path.join(target.root, "warmup")
     os.makedirs(d)
     big = os.path.join(d, "big")
     write_file(big, plan.warm_bytes, random_chunk(MIB, 9))
-    for _ in range(2):
+    for i in range(plan.warm_cold_reads + 1):
+        if i < plan.warm_cold_reads:
+            target.cold()
         with open(big, "rb") as f:
             while f.read(MIB):
                 pass
@@ -960,9 +966,11 @@ def report(runner, plan, targets, info, counter, elapsed):
             "before the parallel, random and small-file reads (each reads files not read since); before the DataLoader "
             "and the AU searches. **warm**: the same file read again right after.",
             f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
-            f"written with `fsync` and read twice, {plan.warm_count} small files written, read, stat'ed and unlinked. So each "
+            f"written with `fsync`, read {plan.warm_cold_reads} times cold (caches emptied before each read) and once warm, "
+            f"{plan.warm_count} small files written, read, stat'ed and unlinked. So each "
             "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
-            "(its first GiB read right after start costs about 3x the CPU of later ones), peers have their connections open. "
+            "(its JIT takes several GiB of cold reads to settle: the first GiB read right after start costs about 4x the CPU "
+            "of the tenth), peers have their connections open. "
             "Cold still means cold caches: the warm-up's files are deleted and every cache is emptied before the cold reads.",
             f"- **rclone mount** runs with `--vfs-cache-mode {info['rclone_mode']} --vfs-write-back 0s` "
             "(without a write cache it refuses read-write opens; `full` also caches what it reads, on disk). "
