@@ -70,6 +70,27 @@ class FuseEndToEndTest {
         return root;
     }
 
+    /**
+     * FUSE requests are served by the mount's own Java threads (PooledFuseFS): the JVM starts no
+     * thread per request. Under libfuse2's loop, jnr attached the native thread to the JVM for each
+     * callback (a new java.lang.Thread every time, until that thread had made 1,000 callbacks), and
+     * this workload started thousands of threads.
+     */
+    @Test
+    void fuseRequestsRunOnThreadsTheJvmAlreadyHas() throws Exception {
+        java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        Path d = Files.createDirectories(mnt.resolve("threads"));
+        long before = mx.getTotalStartedThreadCount();
+        for (int i = 0; i < 300; i++) {
+            Files.writeString(d.resolve("f" + i), "sample " + i);
+        }
+        Shell.ok(d, "seq 0 299 | xargs -P 8 -I{} sh -c 'cat f{} > /dev/null && stat f{} > /dev/null && ls > /dev/null'");
+        long started = mx.getTotalStartedThreadCount() - before;
+        assertEquals("sample 123", Files.readString(d.resolve("f123")));
+        // about 3,000 FUSE requests; the cluster's own pools may start a few threads meanwhile
+        assertTrue(started < 200, started + " threads started while serving about 3,000 FUSE requests");
+    }
+
     @Test
     void cpTreeInAndOutMatchesWithDiff() throws Exception {
         Path src = makeTree(local.resolve("cp-src"));

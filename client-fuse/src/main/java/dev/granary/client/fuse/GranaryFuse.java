@@ -26,7 +26,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import ru.serce.jnrfuse.ErrorCodes;
 import ru.serce.jnrfuse.FuseFillDir;
-import ru.serce.jnrfuse.FuseStubFS;
 import ru.serce.jnrfuse.struct.FileStat;
 import ru.serce.jnrfuse.struct.Flock;
 import ru.serce.jnrfuse.struct.FuseFileInfo;
@@ -50,11 +49,13 @@ import ru.serce.jnrfuse.struct.Timespec;
  * {@code @NotImplemented}; the remaining stubs (read_buf, write_buf, init, destroy) stay
  * unregistered, so libfuse uses read/write and nothing returns a fake 0.
  *
- * <p>Names: jnr-fuse hands paths over as Java Strings decoded as UTF-8; a name that is not valid
- * UTF-8 arrives with U+FFFD replacement characters and then cannot be matched exactly (documented
- * limitation: Granary names created through the mount are UTF-8).
+ * <p>Names: jnr-fuse hands paths over as Java Strings decoded with the default charset; with the
+ * launcher's ISO-8859-1 every byte arrives intact and {@link Names} maps it to the name (see
+ * {@link #LATIN1}).
+ *
+ * <p>Requests are served by {@link PooledFuseFS}'s fixed pool of Java threads.
  */
-public class GranaryFuse extends FuseStubFS {
+public class GranaryFuse extends PooledFuseFS {
     private static final Logger LOG = LoggerFactory.getLogger(GranaryFuse.class);
 
     /**
@@ -73,6 +74,7 @@ public class GranaryFuse extends FuseStubFS {
 
     /** An adapter over {@code vfs}; supplementary groups of a pid are cached for 1 s. */
     public GranaryFuse(GranaryVfs vfs) {
+        super(PooledFuseFS.DEFAULT_THREADS);
         this.vfs = vfs;
         this.callers = new CallerResolver(Duration.ofSeconds(1));
     }

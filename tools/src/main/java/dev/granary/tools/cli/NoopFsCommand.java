@@ -1,6 +1,7 @@
 package dev.granary.tools.cli;
 
 import dev.granary.client.fuse.FuseMount;
+import dev.granary.client.fuse.PooledFuseFS;
 import dev.granary.client.vfs.ClientConfig;
 import dev.granary.tools.UserError;
 import dev.granary.tools.config.Sizes;
@@ -17,7 +18,6 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import ru.serce.jnrfuse.ErrorCodes;
 import ru.serce.jnrfuse.FuseFillDir;
-import ru.serce.jnrfuse.FuseStubFS;
 import ru.serce.jnrfuse.struct.FileStat;
 import ru.serce.jnrfuse.struct.FuseFileInfo;
 
@@ -78,11 +78,12 @@ public final class NoopFsCommand implements Callable<Integer> {
     }
 
     /** The no-op filesystem: a root directory holding one read-only file of zeros. */
-    static final class ZeroFs extends FuseStubFS {
+    static final class ZeroFs extends PooledFuseFS {
         private static final String FILE = "/zeros";
         private final long size;
 
         ZeroFs(long size) {
+            super(PooledFuseFS.DEFAULT_THREADS); // the same binding and threads as Granary's mount
             this.size = size;
         }
 
