@@ -491,8 +491,8 @@ def write_file(path, size, chunk, fsync=True):
 
 def warm_up(target, plan):
     """Untimed, the same on every target: a file written with fsync and read cold several times
-    (caches emptied before each read) and once warm, and small files written, read, stat'ed and
-    unlinked, so that each filesystem is measured as it runs on a node that has been up for a while
+    (caches emptied before each read) and once warm, and small files written, read, stat'ed,
+    listed and unlinked, so that each filesystem is measured as it runs on a node that has been up for a while
     (Granary's JVMs have compiled their hot paths; peers have their connections open). Everything
     it writes is removed. Several cold reads, because the JIT compiles the cold path over several
     GiB: in one quickstart, successive cold 1 GiB reads went 98, 174, 238, 241, 286, 290, 306, 352,
@@ -511,6 +511,9 @@ def warm_up(target, plan):
     write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: (os.stat(p), open(p, "rb").read()), paths))
+    for _ in range(3):
+        if len(os.listdir(d)) != len(paths) + 1:
+            raise RuntimeError("warm-up: readdir listed the wrong number of files")
     for p in paths + [big]:
         os.unlink(p)
     os.rmdir(d)
@@ -967,7 +970,7 @@ def report(runner, plan, targets, info, counter, elapsed):
             "and the AU searches. **warm**: the same file read again right after.",
             f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
             f"written with `fsync`, read {plan.warm_cold_reads} times cold (caches emptied before each read) and once warm, "
-            f"{plan.warm_count} small files written, read, stat'ed and unlinked. So each "
+            f"{plan.warm_count} small files written, read, stat'ed, listed (readdir, 3 times) and unlinked. So each "
             "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
             "(its JIT takes several GiB of cold reads to settle: the first GiB read right after start costs about 4x the CPU "
             "of the tenth), peers have their connections open. "

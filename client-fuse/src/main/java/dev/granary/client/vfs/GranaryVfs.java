@@ -955,7 +955,8 @@ public final class GranaryVfs implements AutoCloseable {
     /**
      * All entries of the directory behind {@code dh}: "." and ".." first, then the MDS's entries
      * in name byte order, fetched page by page ({@link ClientConfig#readdirPageSize()}) until
-     * the MDS says no more follow. Names are decoded as UTF-8 (invalid bytes become U+FFFD).
+     * the MDS says no more follow. Names are decoded by {@link Names#decode} (bytes that are not
+     * UTF-8 become lone surrogates, PEP 383, and encode back to the same bytes).
      *
      * @throws FsException EBADF (unknown handle), ENOENT (directory removed), EACCES
      */
