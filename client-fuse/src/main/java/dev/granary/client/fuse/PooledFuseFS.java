@@ -17,6 +17,7 @@ import org.slf4j.LoggerFactory;
 import ru.serce.jnrfuse.FuseException;
 import ru.serce.jnrfuse.FuseStubFS;
 import ru.serce.jnrfuse.struct.FuseOperations;
+import ru.serce.jnrfuse.utils.SecurityUtils;
 
 /**
  * A jnr-fuse filesystem whose FUSE requests are read and dispatched by a fixed pool of Java
@@ -127,6 +128,10 @@ public abstract class PooledFuseFS extends FuseStubFS {
             throw new FuseException("Unable to mount FS at " + mountPoint + " (libfuse refused the mount point or an option)");
         }
         Pointer mountpoint = mp.getValue();
+        if (SecurityUtils.canHandleShutdownHooks()) {
+            // as jnr-fuse's own mount does: a JVM that exits without unmounting leaves no dead mount
+            java.lang.Runtime.getRuntime().addShutdownHook(new Thread(this::umount));
+        }
         Thread t = new Thread(() -> serve(lib, fuse, mountpoint), "fuse-session " + mountPoint);
         t.setDaemon(true);
         t.start();
