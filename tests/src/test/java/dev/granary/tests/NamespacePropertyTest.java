@@ -176,8 +176,11 @@ class NamespacePropertyTest {
      * Link c → b]. Local: stat c right after gives nlink 2. Granary (before the kernel's
      * attr_timeout became 0): 1 until attr_timeout (1 s) passed. libfuse2's high-level (path) API
      * gives every name its own kernel inode, and Linux since 6.2 no longer invalidates the old
-     * inode's attributes in link(), so the first name's cached nlink was stale. Now the kernel
-     * asks the client at every stat, and the client keeps one attribute set per Granary inode.
+     * inode's attributes in link(), so the first name's cached nlink was stale. Now the client
+     * makes the kernel forget the old name's attributes after a link, and the kernel keeps no
+     * attributes of a file with several names (it asks the client, which keeps one attribute set
+     * per Granary inode). With the kernel's attr_timeout back at 1 s this failed again until the
+     * link invalidation: [1, 2].
      */
     @Example
     void linkUpdatesNlinkSeenThroughTheOtherName() throws Exception {

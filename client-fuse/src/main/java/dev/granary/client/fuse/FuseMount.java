@@ -24,16 +24,18 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Mount options: {@code fsname=granary}, {@code subtype=granary}, {@code use_ino},
  * {@code big_writes}, {@code max_read}/{@code max_write} from the config (default 1 MiB),
- * {@code entry_timeout} = {@link ClientConfig#cacheTimeout()}, {@code attr_timeout=0} (the kernel
- * asks for attributes at every stat and at every read that reaches its idea of the end of file;
- * the client answers from its own attribute cache, which lives {@link ClientConfig#cacheTimeout()}
- * and which every open refreshes from the MDS: so an open sees the size another client closed,
- * instead of a size the kernel cached before that close), {@code negative_timeout=0},
+ * {@code entry_timeout} and {@code attr_timeout} = {@link ClientConfig#cacheTimeout()} (a stat is
+ * one LOOKUP round trip, as the kernel keeps the attributes the lookup returned; every open fetches
+ * fresh attributes from the MDS and then tells the kernel to forget the ones it cached, see
+ * {@link PooledFuseFS#invalidateKernelAttributesOfRequestFile()}: so an open sees the size another
+ * client closed, instead of a size the kernel cached before that close), {@code negative_timeout=0},
  * {@code auto_cache} with {@code ac_attr_timeout=0} when {@link ClientConfig#keepCache()} (libfuse
  * keeps a file's page cache across opens while the size and mtime that open fetched fresh from
- * the MDS are unchanged, and drops it otherwise: close-to-open revalidation), and
+ * the MDS are unchanged, and drops it otherwise: close-to-open revalidation), {@code default_permissions}
+ * (the kernel checks permissions, search permission of every directory of a path included, from
+ * the attributes it caches; Granary checks again at the MDS), and
  * {@code allow_other} when {@link ClientConfig#allowOther()} is set and we run as root (or
- * /etc/fuse.conf has {@code user_allow_other}); permissions are then checked by Granary.
+ * /etc/fuse.conf has {@code user_allow_other}).
  *
  * <p>Errors: {@link MountException} with a one-line message when the mount point is missing,
  * not a directory or not empty, when /dev/fuse or libfuse2 is missing, or when the mount does
@@ -116,11 +118,15 @@ public final class FuseMount implements AutoCloseable {
         List<String> o = new ArrayList<>();
         for (String s : new String[] {"fsname=granary", "subtype=granary", "use_ino", "big_writes",
                 "max_read=" + config.fuseMaxRead(), "max_write=" + config.fuseMaxWrite(),
-                // attr_timeout=0: see the class comment. A kernel-cached size outlived the open
-                // that fetched a newer one, and reads stopped at it (a file another client had
-                // grown read short for up to attr_timeout). Costs a FUSE round trip per stat,
-                // answered from the client's cache (about 20k instead of 140k stat/s here).
-                "attr_timeout=0", "entry_timeout=" + timeout, "negative_timeout=0"}) {
+                // attr_timeout > 0 needs GranaryFuse.open's invalidation (class comment): without
+                // it a kernel-cached size outlived the open that fetched a newer one, and reads
+                // stopped at it. With attr_timeout=0 a stat cost two FUSE round trips (LOOKUP,
+                // then GETATTR): 11k instead of 17-20k stat/s in a quickstart here.
+                "attr_timeout=" + timeout, "entry_timeout=" + timeout, "negative_timeout=0",
+                // the kernel checks permissions (search permission of every directory of a path
+                // included) from the attributes it caches; without it, a stat answered from that
+                // cache skipped Granary's check of the path. Granary still checks at the MDS.
+                "default_permissions"}) {
             o.add("-o");
             o.add(s);
         }

@@ -325,6 +325,7 @@ public class GranaryFuse extends PooledFuseFS {
         String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("link", newpath, c -> {
             vfs.link(c, oldpath, newpath);
+            invalidateKernelAttributesOfRequestFile(); // the old name's st_nlink changed
             return 0;
         });
     }
@@ -345,6 +346,9 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("open", path, c -> {
             fi.fh.set(vfs.open(c, path, fi.flags.get()));
+            // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
+            // fresh ones, so make the kernel ask again rather than keep a size from before
+            invalidateKernelAttributesOfRequestFile();
             return 0;
         });
     }

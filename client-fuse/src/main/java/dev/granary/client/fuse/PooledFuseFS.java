@@ -3,15 +3,19 @@ package dev.granary.client.fuse;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.LibraryLoader;
 import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
 import jnr.ffi.Runtime;
 import jnr.ffi.Struct;
+import jnr.ffi.annotations.Delegate;
 import jnr.ffi.annotations.IgnoreError;
+import jnr.ffi.annotations.SaveError;
 import jnr.ffi.byref.IntByReference;
 import jnr.ffi.byref.PointerByReference;
 import jnr.ffi.types.size_t;
+import jnr.ffi.types.ssize_t;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import ru.serce.jnrfuse.FuseException;
@@ -73,7 +77,53 @@ public abstract class PooledFuseFS extends FuseStubFS {
 
         @IgnoreError
         void fuse_session_exit(Pointer se);
+
+        @IgnoreError
+        int fuse_lowlevel_notify_inval_inode(Pointer ch, long ino, long off, long len);
+
+        @IgnoreError
+        int fuse_chan_fd(Pointer ch);
     }
+
+    /** The C library's {@code writev(2)}. */
+    public interface LibC {
+        @SaveError
+        @ssize_t long writev(int fd, Pointer iov, int iovcnt);
+    }
+
+    /** libfuse2's channel send hook ({@code struct fuse_chan_ops.send}): 0, or -errno. */
+    public interface ChanSend {
+        @Delegate
+        int send(Pointer ch, Pointer iov, @size_t long count);
+    }
+
+    /** libfuse 2.9's {@code struct fuse_chan} (fuse_session.c): op.receive, op.send, op.destroy, se, fd. */
+    private static final int CHAN_OP_SEND = 8, CHAN_SESSION = 24, CHAN_FD = 32;
+    /** Offsets in {@code struct fuse_out_header} (linux/fuse.h), which starts every reply. */
+    private static final int OUT_HEADER_ERROR = 4, OUT_HEADER_UNIQUE = 8, IN_HEADER_UNIQUE = 8;
+    /** Kernel opcodes whose replies carry attributes (linux/fuse.h). */
+    private static final int FUSE_LOOKUP = 1, FUSE_GETATTR = 3, FUSE_SETATTR = 4, FUSE_MKNOD = 8,
+            FUSE_LINK = 13, FUSE_CREATE = 35;
+    /** In {@code struct fuse_entry_out}: attr_valid, attr_valid_nsec, attr. */
+    private static final int ENTRY_ATTR_VALID = 24, ENTRY_ATTR_VALID_NSEC = 36, ENTRY_ATTR = 40;
+    /** In {@code struct fuse_attr_out}: attr_valid, attr_valid_nsec, attr. */
+    private static final int ATTR_OUT_VALID = 0, ATTR_OUT_VALID_NSEC = 8, ATTR_OUT_ATTR = 16;
+    /** In {@code struct fuse_attr}: mode, nlink (both u32); the struct is at least 88 bytes. */
+    private static final int ATTR_MODE = 60, ATTR_NLINK = 64, ATTR_MIN_BYTES = 88;
+    private static final int S_IFMT = 0170000, S_IFDIR = 0040000, ENOENT = 2;
+
+    /** Offsets in the kernel's {@code struct fuse_in_header} (linux/fuse.h), which starts every request. */
+    private static final int IN_HEADER_OPCODE = 4, IN_HEADER_NODEID = 16, IN_HEADER_BYTES = 40;
+    /** The kernel's {@code FUSE_OPEN} opcode (linux/fuse.h). */
+    private static final int FUSE_OPEN = 14;
+
+    /** The request buffer of the pool thread running the current callback; unset on other threads. */
+    private static final ThreadLocal<Pointer> REQUEST = new ThreadLocal<>();
+    private volatile LibFuseSession session;
+    private volatile Pointer channel;
+    private final AtomicBoolean invalFailureLogged = new AtomicBoolean();
+    /** Keeps the channel's send closure alive (see {@link #hookSend}). */
+    private volatile ChanSend sendHook;
 
     private final int threads;
 
@@ -144,11 +194,142 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
     }
 
+    /**
+     * Called from an {@code open} or {@code link} callback: makes the kernel forget the attributes
+     * (size, mtime, nlink, mode...) it cached for the file opened, or for the existing name a
+     * link was made to, so that its next stat, or a read that reaches its idea of the end of file,
+     * asks this filesystem again ({@code fuse_lowlevel_notify_inval_inode} with offset -1:
+     * attributes only, the page cache is left to {@code keep_cache}).
+     * <ul>
+     * <li>open, close-to-open (as NFS): an open must see the size another client closed, even when
+     *     this kernel cached an older size less than {@code attr_timeout} ago;
+     * <li>link: the old name's kernel inode must show the new st_nlink (Linux no longer
+     *     invalidates it in link() since 6.2, and libfuse2 gives the new name its own kernel inode).
+     * </ul>
+     *
+     * @return true when the kernel took the notification; false when the current thread is not
+     *         serving an OPEN or LINK request of this pool, or the kernel refused (logged once)
+     */
+    protected final boolean invalidateKernelAttributesOfRequestFile() {
+        Pointer req = REQUEST.get();
+        LibFuseSession lib = session;
+        Pointer ch = channel;
+        if (req == null || lib == null || ch == null) {
+            return false;
+        }
+        long nodeid;
+        switch (req.getInt(IN_HEADER_OPCODE)) {
+            case FUSE_OPEN -> nodeid = req.getLong(IN_HEADER_NODEID);
+            case FUSE_LINK -> nodeid = req.getLong(IN_HEADER_BYTES); // struct fuse_link_in { oldnodeid }
+            default -> {
+                return false;
+            }
+        }
+        int r = lib.fuse_lowlevel_notify_inval_inode(ch, nodeid, -1, 0);
+        if (r != 0 && invalFailureLogged.compareAndSet(false, true)) {
+            LOG.warn("the kernel refused to invalidate cached attributes (errno {}): opens may see a size cached up to attr_timeout ago", -r);
+        }
+        return r == 0;
+    }
+
+    /**
+     * Replaces the send hook of libfuse's kernel channel with {@link #send}, which writes replies
+     * the same way ({@code writev} on the /dev/fuse fd, as libfuse's {@code fuse_kern_chan_send})
+     * after {@link #limitAttributeCaching}. Checks libfuse 2.9's layout of the channel first (its
+     * session and fd where expected) and leaves the channel alone otherwise.
+     *
+     * @return whether the hook is in place
+     */
+    private boolean hookSend(LibFuseSession lib, Pointer se, Pointer ch) {
+        try {
+            int fd = lib.fuse_chan_fd(ch);
+            if (fd < 0 || ch.getInt(CHAN_FD) != fd || ch.getPointer(CHAN_SESSION) == null
+                    || ch.getPointer(CHAN_SESSION).address() != se.address()) {
+                LOG.warn("libfuse's channel is not laid out as libfuse 2.9's: files with several names may show "
+                        + "attributes up to attr_timeout old through their other names");
+                return false;
+            }
+            LibC libc = LibraryLoader.create(LibC.class).failImmediately().load("c");
+            Runtime rt = Runtime.getSystemRuntime();
+            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count);
+            Pointer closure = rt.getClosureManager().getClosurePointer(ChanSend.class, hook);
+            sendHook = hook; // the closure lives as long as this reference
+            ch.putPointer(CHAN_OP_SEND, closure);
+            return true;
+        } catch (Throwable t) {
+            LOG.warn("could not hook libfuse's channel ({}): files with several names may show attributes up to "
+                    + "attr_timeout old through their other names", t.toString());
+            return false;
+        }
+    }
+
+    /** The channel's send hook: {@link #limitAttributeCaching}, then {@code writev}; 0 or -errno. */
+    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count) {
+        if (iov == null) {
+            return 0;
+        }
+        Pointer req = REQUEST.get();
+        if (req != null && count >= 2) {
+            limitAttributeCaching(req, iov);
+        }
+        if (libc.writev(fd, iov, (int) count) < 0) {
+            int err = rt.getLastError();
+            if (err != ENOENT) { // ENOENT: the request was interrupted (libfuse says the same)
+                LOG.debug("writing a FUSE reply failed: errno {}", err);
+            }
+            return -err;
+        }
+        return 0;
+    }
+
+    /**
+     * In a reply to the request {@code req} that carries attributes (LOOKUP, GETATTR, SETATTR,
+     * MKNOD, LINK, CREATE), sets the time the kernel may keep them to 0 when the inode is not a
+     * directory and has more than one name. Why: libfuse2's path API gives each name its own
+     * kernel inode, so attributes the kernel kept for one name would not follow a change made
+     * through another (st_nlink after link/unlink, st_size after a write or truncate). Such files
+     * ask this filesystem at every stat, as all files did with {@code attr_timeout=0}.
+     */
+    static void limitAttributeCaching(Pointer req, Pointer iov) {
+        int valid, validNsec, attr;
+        switch (req.getInt(IN_HEADER_OPCODE)) {
+            case FUSE_LOOKUP, FUSE_MKNOD, FUSE_LINK, FUSE_CREATE -> {
+                valid = ENTRY_ATTR_VALID;
+                validNsec = ENTRY_ATTR_VALID_NSEC;
+                attr = ENTRY_ATTR;
+            }
+            case FUSE_GETATTR, FUSE_SETATTR -> {
+                valid = ATTR_OUT_VALID;
+                validNsec = ATTR_OUT_VALID_NSEC;
+                attr = ATTR_OUT_ATTR;
+            }
+            default -> {
+                return;
+            }
+        }
+        Pointer out = iov.getPointer(0);
+        Pointer arg = iov.getPointer(16); // iov[1].iov_base; struct iovec is {base, len}
+        if (out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
+                || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
+                || iov.getLong(24) < attr + ATTR_MIN_BYTES) {
+            return; // an error, a notification, or a reply too short to hold attributes
+        }
+        int mode = arg.getInt(attr + ATTR_MODE);
+        int nlink = arg.getInt(attr + ATTR_NLINK);
+        if ((mode & S_IFMT) != S_IFDIR && Integer.compareUnsigned(nlink, 1) > 0) {
+            arg.putLong(valid, 0);
+            arg.putInt(validNsec, 0);
+        }
+    }
+
     /** Runs the pool until the session ends (unmount), then tears the filesystem down. */
     private void serve(LibFuseSession lib, Pointer fuse, Pointer mountpoint) {
         Pointer se = lib.fuse_get_session(fuse);
         Pointer ch = lib.fuse_session_next_chan(se, null);
         long bufsize = lib.fuse_chan_bufsize(ch);
+        session = lib;
+        channel = ch;
+        hookSend(lib, se, ch);
         List<Thread> workers = new ArrayList<>();
         for (int i = 0; i < threads; i++) {
             Thread w = new Thread(() -> work(lib, se, ch, bufsize), "fuse-" + i);
@@ -164,6 +345,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 lib.fuse_session_exit(se);
             }
         }
+        channel = null;
         try {
             lib.fuse_teardown(fuse, mountpoint);
         } catch (Throwable t) {
@@ -178,6 +360,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         Pointer mem = Memory.allocateDirect(rt, (int) bufsize, false);
         Pointer buf = Memory.allocateDirect(rt, FUSE_BUF_BYTES, true);
         Pointer chp = Memory.allocateDirect(rt, rt.addressSize(), true);
+        REQUEST.set(mem);
         while (lib.fuse_session_exited(se) == 0) {
             buf.putLong(0, bufsize); // size
             buf.putInt(8, 0); // flags: data in memory

@@ -711,8 +711,8 @@ public final class GranaryVfs implements AutoCloseable {
         int acc = flags & O_ACCMODE;
         int mask = (acc == O_RDONLY ? R_OK : acc == O_WRONLY ? W_OK : R_OK | W_OK) | ((flags & O_TRUNC) != 0 ? W_OK : 0);
         if ((flags & FMODE_EXEC) != 0 && acc == O_RDONLY) {
-            // execve(2): the kernel checked only that some x bit is set (no default_permissions);
-            // Linux needs x for the caller's class, and not r (an execute-only binary runs)
+            // execve(2): Linux needs x for the caller's class, and not r (an execute-only binary
+            // runs); the kernel checked it too (default_permissions), this check is the MDS-side one
             mask = X_OK;
         }
         if (!permits(c, a, mask)) {

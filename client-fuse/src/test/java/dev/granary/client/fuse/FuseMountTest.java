@@ -52,7 +52,7 @@ class FuseMountTest {
                 .getMessage().contains("not empty"));
         List<String> opts = FuseMount.options(ClientConfig.defaults().withAllowOther(true), true, false);
         assertTrue(opts.containsAll(List.of("fsname=granary", "big_writes", "max_read=1048576", "max_write=1048576",
-                "attr_timeout=0", "entry_timeout=1.000", "allow_other", "auto_cache", "ac_attr_timeout=0")), opts.toString());
+                "attr_timeout=1.000", "entry_timeout=1.000", "default_permissions", "allow_other", "auto_cache", "ac_attr_timeout=0")), opts.toString());
         assertFalse(FuseMount.options(ClientConfig.defaults().withAllowOther(true), false, false).contains("allow_other"));
     }
 
