@@ -347,6 +347,33 @@ def s_times_omit(d):
 
 # ------------------------------------------------------------------ nlink, hard links
 
+def s_own_changes(d):
+    """A stat right after this client's own change shows it, though the kernel cached the attributes a stat before fetched."""
+    f = j(d, 'f')
+    write(f, b'a' * 100)
+    m0 = os.stat(f).st_mtime_ns
+    time.sleep(0.05)
+    with open(f, 'ab') as h:
+        h.write(b'b' * 10)
+        h.flush()
+        t('size while open', lambda: os.stat(f).st_size)  # the kernel fetches and caches attributes here
+    t('size and mtime after append and close', lambda: (os.stat(f).st_size, os.stat(f).st_mtime_ns > m0))
+    m1 = os.stat(f).st_mtime_ns
+    time.sleep(0.05)
+    fd = os.open(f, os.O_WRONLY)
+    os.pwrite(fd, b'c', 5)
+    os.fstat(fd)
+    os.fsync(fd)
+    t('mtime after pwrite and fsync, still open', lambda: os.stat(f).st_mtime_ns > m1)
+    os.close(fd)
+    os.truncate(f, 7)
+    t('size after truncate', lambda: os.stat(f).st_size)
+    os.chmod(f, 0o600)
+    t('mode after chmod', lambda: oct(os.stat(f).st_mode & 0o777))
+    os.utime(f, (1000, 2000))
+    t('mtime after utime', lambda: os.stat(f).st_mtime)
+
+
 def s_nlink(d):
     os.mkdir(j(d, 'x'))
     t('nlink of a new directory', lambda: os.stat(j(d, 'x')).st_nlink)

@@ -230,6 +230,22 @@ class PosixSemanticsTest {
                 "touch -a: ok (0, '', (1546300800500000000, 1612325106250000000))");
     }
 
+    /**
+     * The kernel caches attributes for attr_timeout (1 s): a stat before a change must not hide
+     * the change from a stat after it on the same client. Before flush and fsync made the kernel
+     * forget the attributes, a stat while the file was open cached the mtime from before the
+     * append (the client sets the new one at the commit), and the stat after close showed it.
+     */
+    @Test
+    void ownChangesShowInStatAtOnce() throws Exception {
+        String out = compare("own_changes", false);
+        hasLines(out, "size while open: ok 110", "size and mtime after append and close: ok (110, True)",
+                "mtime after pwrite and fsync, still open: ok True",
+                "size after truncate: ok 7",
+                "mode after chmod: ok 0o600",
+                "mtime after utime: ok 2000.0");
+    }
+
     @Test
     void directoryNlinkAndHardLinksAcrossDirectories() throws Exception {
         String out = compare("nlink", false);

@@ -379,6 +379,7 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("flush", path, c -> {
             vfs.flush(c, fi.fh.get());
+            invalidateIfWritten(fi.fh.get());
             return 0;
         });
     }
@@ -388,8 +389,20 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("fsync", path, c -> {
             vfs.fsync(c, fi.fh.get(), isdatasync != 0);
+            invalidateIfWritten(fi.fh.get());
             return 0;
         });
+    }
+
+    /**
+     * After a flush or fsync of handle {@code fh} that was written through: the commit set the
+     * file's mtime (and size) at the MDS, so the kernel must not keep the attributes it cached
+     * before (a stat after close showed the old mtime for up to attr_timeout).
+     */
+    private void invalidateIfWritten(long fh) {
+        if (vfs.handle(fh).hasWritten()) {
+            invalidateKernelAttributesOfRequestFile();
+        }
     }
 
     @Override

@@ -115,7 +115,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /** Offsets in the kernel's {@code struct fuse_in_header} (linux/fuse.h), which starts every request. */
     private static final int IN_HEADER_OPCODE = 4, IN_HEADER_NODEID = 16, IN_HEADER_BYTES = 40;
     /** The kernel's {@code FUSE_OPEN} opcode (linux/fuse.h). */
-    private static final int FUSE_OPEN = 14;
+    private static final int FUSE_OPEN = 14, FUSE_FSYNC = 20, FUSE_FLUSH = 25;
 
     /** The request buffer of the pool thread running the current callback; unset on other threads. */
     private static final ThreadLocal<Pointer> REQUEST = new ThreadLocal<>();
@@ -195,20 +195,24 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
-     * Called from an {@code open} or {@code link} callback: makes the kernel forget the attributes
-     * (size, mtime, nlink, mode...) it cached for the file opened, or for the existing name a
-     * link was made to, so that its next stat, or a read that reaches its idea of the end of file,
+     * Called from an {@code open}, {@code flush}, {@code fsync} or {@code link} callback: makes the
+     * kernel forget the attributes (size, mtime, nlink, mode...) it cached for the file opened,
+     * flushed or synced, or for the existing name a link was made to, so that its next stat, or a
+     * read that reaches its idea of the end of file,
      * asks this filesystem again ({@code fuse_lowlevel_notify_inval_inode} with offset -1:
      * attributes only, the page cache is left to {@code keep_cache}).
      * <ul>
      * <li>open, close-to-open (as NFS): an open must see the size another client closed, even when
      *     this kernel cached an older size less than {@code attr_timeout} ago;
+     * <li>flush, fsync of a written handle: the commit set the mtime, which the kernel does not
+     *     update itself (it only marks it stale at each write, and a stat in between refetched
+     *     the old one);
      * <li>link: the old name's kernel inode must show the new st_nlink (Linux no longer
      *     invalidates it in link() since 6.2, and libfuse2 gives the new name its own kernel inode).
      * </ul>
      *
      * @return true when the kernel took the notification; false when the current thread is not
-     *         serving an OPEN or LINK request of this pool, or the kernel refused (logged once)
+     *         serving an OPEN, FLUSH, FSYNC or LINK request of this pool, or the kernel refused (logged once)
      */
     protected final boolean invalidateKernelAttributesOfRequestFile() {
         Pointer req = REQUEST.get();
@@ -219,7 +223,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         long nodeid;
         switch (req.getInt(IN_HEADER_OPCODE)) {
-            case FUSE_OPEN -> nodeid = req.getLong(IN_HEADER_NODEID);
+            case FUSE_OPEN, FUSE_FLUSH, FUSE_FSYNC -> nodeid = req.getLong(IN_HEADER_NODEID);
             case FUSE_LINK -> nodeid = req.getLong(IN_HEADER_BYTES); // struct fuse_link_in { oldnodeid }
             default -> {
                 return false;

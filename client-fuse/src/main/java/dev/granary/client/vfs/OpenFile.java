@@ -220,6 +220,16 @@ public final class OpenFile {
         }
     }
 
+    /** True when anything was written through this handle since it was opened (committed or not). */
+    public boolean hasWritten() {
+        lock.lock();
+        try {
+            return writeSeq != 0;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** True when this handle holds writes not yet committed to the MDS. */
     public boolean hasUncommittedWrites() {
         lock.lock();
