@@ -345,7 +345,8 @@ class PosixSemanticsTest {
     /**
      * Each name of a hard link has its own kernel inode (libfuse2 path API); while the kernel
      * cached attributes (attr_timeout 1 s), a stale, smaller size of one name cut reads of data
-     * written through another. With the kernel's attr_timeout 0 every name asks the client.
+     * written through another. The kernel now keeps no attributes of a file with several names
+     * (PooledFuseFS.limitAttributeCaching), and every open makes it forget the file's attributes.
      */
     @Test
     void writeThroughOneHardLinkIsReadInFullThroughAnother() throws Exception {
