@@ -39,6 +39,11 @@ import ru.serce.jnrfuse.utils.SecurityUtils;
  * <p>Setting up and tearing down are libfuse's own ({@code fuse_setup}, {@code fuse_teardown}, as
  * {@code fuse_main} calls them): the same options, mount and signal handling as before. libfuse2's
  * session calls are documented in fuse_lowlevel.h (libfuse 2.9).
+ *
+ * <p>The kernel's attribute cache: the pool knows the raw request it is serving, so subclasses can
+ * make the kernel forget the attributes of the request's file
+ * ({@link #invalidateKernelAttributesOfRequestFile()}), and the channel's send hook gives replies
+ * for files with several names an attribute lifetime of 0 ({@link #limitAttributeCaching}).
  */
 public abstract class PooledFuseFS extends FuseStubFS {
     private static final Logger LOG = LoggerFactory.getLogger(PooledFuseFS.class);
