@@ -236,7 +236,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         int r = lib.fuse_lowlevel_notify_inval_inode(ch, nodeid, -1, 0);
         if (r != 0 && invalFailureLogged.compareAndSet(false, true)) {
-            LOG.warn("the kernel refused to invalidate cached attributes (errno {}): opens may see a size cached up to attr_timeout ago", -r);
+            LOG.warn("the kernel refused to invalidate cached attributes (errno {}): opens and stats may see attributes cached up to attr_timeout ago", -r);
         }
         return r == 0;
     }
@@ -245,18 +245,16 @@ public abstract class PooledFuseFS extends FuseStubFS {
      * Replaces the send hook of libfuse's kernel channel with {@link #send}, which writes replies
      * the same way ({@code writev} on the /dev/fuse fd, as libfuse's {@code fuse_kern_chan_send})
      * after {@link #limitAttributeCaching}. Checks libfuse 2.9's layout of the channel first (its
-     * session and fd where expected) and leaves the channel alone otherwise.
-     *
-     * @return whether the hook is in place
+     * session and fd where expected) and leaves the channel alone otherwise (logged).
      */
-    private boolean hookSend(LibFuseSession lib, Pointer se, Pointer ch) {
+    private void hookSend(LibFuseSession lib, Pointer se, Pointer ch) {
         try {
             int fd = lib.fuse_chan_fd(ch);
             if (fd < 0 || ch.getInt(CHAN_FD) != fd || ch.getPointer(CHAN_SESSION) == null
                     || ch.getPointer(CHAN_SESSION).address() != se.address()) {
                 LOG.warn("libfuse's channel is not laid out as libfuse 2.9's: files with several names may show "
                         + "attributes up to attr_timeout old through their other names");
-                return false;
+                return;
             }
             LibC libc = LibraryLoader.create(LibC.class).failImmediately().load("c");
             Runtime rt = Runtime.getSystemRuntime();
@@ -264,11 +262,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
             Pointer closure = rt.getClosureManager().getClosurePointer(ChanSend.class, hook);
             sendHook = hook; // the closure lives as long as this reference
             ch.putPointer(CHAN_OP_SEND, closure);
-            return true;
         } catch (Throwable t) {
             LOG.warn("could not hook libfuse's channel ({}): files with several names may show attributes up to "
                     + "attr_timeout old through their other names", t.toString());
-            return false;
         }
     }
 
