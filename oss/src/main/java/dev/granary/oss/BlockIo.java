@@ -19,13 +19,14 @@ public interface BlockIo extends AutoCloseable {
     CompletableFuture<byte[]> read(int ost, String key, long offset, int length);
 
     /**
-     * Like {@link #read} but as a read-only buffer (position 0, limit = bytes read) that may share
-     * memory with the transport instead of being copied into a fresh array: the read path of a
-     * 4 MiB block then allocates and copies 4 MiB less. Callers must read it with absolute gets
-     * (or a duplicate), as several readers may share it.
+     * Like {@link #read} but as a buffer (position 0, limit = bytes read) that may share memory
+     * with the transport instead of being copied into a fresh array: the read path of a 4 MiB
+     * block then allocates and copies 4 MiB less. It may be array-backed, so that a consumer can
+     * copy from the array directly; callers must never modify it, and must read it with absolute
+     * gets (or a duplicate), as several readers may share it.
      */
     default CompletableFuture<ByteBuffer> readView(int ost, String key, long offset, int length) {
-        return read(ost, key, offset, length).thenApply(b -> ByteBuffer.wrap(b).asReadOnlyBuffer());
+        return read(ost, key, offset, length).thenApply(ByteBuffer::wrap);
     }
 
     /** Deletes blocks of OST {@code ost} (garbage collection). */

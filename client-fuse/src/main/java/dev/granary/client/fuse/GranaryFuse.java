@@ -357,9 +357,20 @@ public class GranaryFuse extends PooledFuseFS {
     public int read(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("read", path, c -> {
-            byte[] data = vfs.read(c, fi.fh.get(), offset, (int) Math.min(size, Integer.MAX_VALUE));
-            buf.put(0, data, 0, data.length);
-            return data.length;
+            // Each part straight from its block's array into the kernel's buffer: one copy.
+            long at = 0;
+            for (ByteBuffer part : vfs.readBuffers(c, fi.fh.get(), offset, (int) Math.min(size, Integer.MAX_VALUE))) {
+                int n = part.remaining();
+                if (part.hasArray()) {
+                    buf.put(at, part.array(), part.arrayOffset() + part.position(), n);
+                } else { // a read-only view (inline bytes from the MDS)
+                    byte[] copy = new byte[n];
+                    part.get(part.position(), copy);
+                    buf.put(at, copy, 0, n);
+                }
+                at += n;
+            }
+            return (int) at;
         });
     }
 

@@ -17,6 +17,7 @@ import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.StatFsReply;
 import dev.granary.mds.proto.Status;
 import dev.granary.oss.BlockIo;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -759,6 +760,14 @@ public final class GranaryVfs implements AutoCloseable {
     /** read(2) of up to {@code length} bytes at {@code offset}; shorter at end of file. EBADF, EIO. */
     public byte[] read(Caller c, long fh, long offset, int length) {
         return file(fh).read(offset, length);
+    }
+
+    /**
+     * read(2) as buffers to copy out in order (see {@link OpenFile#readBuffers}): the bytes of
+     * {@link #read} without assembling them in one array first. EBADF, EIO.
+     */
+    public List<ByteBuffer> readBuffers(Caller c, long fh, long offset, int length) {
+        return file(fh).readBuffers(offset, length);
     }
 
     /** write(2) of {@code len} bytes of {@code data} at {@code offset}; returns {@code len}. EBADF, EIO, EFBIG. */

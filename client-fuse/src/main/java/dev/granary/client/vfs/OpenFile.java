@@ -252,6 +252,31 @@ public final class OpenFile {
      * @throws FsException EINVAL for a negative offset/length, EIO when a block read fails
      */
     public byte[] read(long offset, int length) {
+        List<ByteBuffer> parts = readBuffers(offset, length);
+        int n = 0;
+        for (ByteBuffer b : parts) {
+            n += b.remaining();
+        }
+        byte[] out = new byte[n];
+        int at = 0;
+        for (ByteBuffer b : parts) {
+            b.get(b.position(), out, at, b.remaining());
+            at += b.remaining();
+        }
+        return out;
+    }
+
+    /**
+     * Like {@link #read}, as buffers whose contents, in order, are the bytes read: slices of the
+     * blocks as they came from the OSS (no copy; array-backed when the transport's are), zeros
+     * for holes and short blocks, or one fresh array when the handle's own unflushed writes are
+     * in the range. The FUSE layer copies each straight into the kernel's reply buffer. The
+     * buffers may be shared with the readahead window and other readers: callers must not modify
+     * them and must read them with absolute gets (their positions are where their bytes start).
+     *
+     * @throws FsException EINVAL for a negative offset/length, EIO when a block read fails
+     */
+    public List<ByteBuffer> readBuffers(long offset, int length) {
         if (offset < 0 || length < 0) {
             throw new FsException(Status.EINVAL, "negative offset or length");
         }
@@ -260,6 +285,7 @@ public final class OpenFile {
         }
         List<Piece> pieces = new ArrayList<>();
         byte[] out;
+        int n;
         for (;;) {
             List<CompletableFuture<Extent>> wait = new ArrayList<>();
             lock.lock();
@@ -267,7 +293,7 @@ public final class OpenFile {
                 checkOpen();
                 reapUploads();
                 if (offset >= size || length == 0) {
-                    return new byte[0];
+                    return List.of();
                 }
                 long first = offset / stripeSize;
                 long last = (offset + Math.min(length, size - offset) - 1) / stripeSize;
@@ -277,6 +303,7 @@ public final class OpenFile {
                     }
                 }
                 if (wait.isEmpty()) {
+                    n = (int) Math.min(length, size - offset);
                     out = plan(offset, length, pieces);
                     break;
                 }
@@ -289,26 +316,63 @@ public final class OpenFile {
                 // recorded as uploadError by reapUploads on the next round
             }
         }
+        if (out != null) { // own unflushed bytes in the range: assembled in one array
+            for (Piece p : pieces) {
+                ByteBuffer data = join(p.data, "read of inode " + ino);
+                int avail = Math.max(0, Math.min(p.len, data.limit() - p.srcPos));
+                if (avail > 0) {
+                    data.get(p.srcPos, out, p.dstPos, avail); // absolute: the buffer may be shared; a short block reads as zeros
+                }
+                if (p.overlay != null) {
+                    System.arraycopy(p.overlay, 0, out, p.overlayDst, p.overlay.length);
+                }
+            }
+            return List.of(ByteBuffer.wrap(out));
+        }
+        // Only blocks: slices of them in order, zeros between (holes) and after short blocks.
+        List<ByteBuffer> parts = new ArrayList<>(pieces.size() + 1);
+        int at = 0;
         for (Piece p : pieces) {
             ByteBuffer data = join(p.data, "read of inode " + ino);
+            addZeros(parts, p.dstPos - at);
+            at = Math.max(at, p.dstPos);
             int avail = Math.max(0, Math.min(p.len, data.limit() - p.srcPos));
             if (avail > 0) {
-                data.get(p.srcPos, out, p.dstPos, avail); // absolute: the buffer may be shared; a short block reads as zeros
-            }
-            if (p.overlay != null) {
-                System.arraycopy(p.overlay, 0, out, p.overlayDst, p.overlay.length);
+                parts.add(data.slice(p.srcPos, avail)); // a view: the shared buffer's position is untouched
+                at += avail;
             }
         }
-        return out;
+        addZeros(parts, n - at);
+        return parts;
+    }
+
+    /** Zeros the FUSE layer copies for holes; shared, never written. */
+    private static final byte[] ZEROS = new byte[64 * 1024];
+
+    private static void addZeros(List<ByteBuffer> parts, int count) {
+        for (int left = count; left > 0; left -= ZEROS.length) {
+            parts.add(ByteBuffer.wrap(ZEROS, 0, Math.min(left, ZEROS.length)).slice());
+        }
     }
 
     /** One part of a read: bytes of a (future) block copied to the output, then own dirty bytes over them. */
     private record Piece(int dstPos, int len, CompletableFuture<ByteBuffer> data, int srcPos, byte[] overlay, int overlayDst) {}
 
-    /** Plans a read (lock held, no stripe of the range uploading): copies buffered bytes, starts block reads. */
+    /**
+     * Plans a read (lock held, no stripe of the range uploading): starts block reads and, when
+     * this handle's own unflushed bytes are in the range, copies them into the array it returns;
+     * returns null when the range is blocks and holes only (the caller slices the blocks).
+     */
     private byte[] plan(long offset, int length, List<Piece> pieces) {
             int n = (int) Math.min(length, size - offset);
-            byte[] out = new byte[n];
+            long firstStripe = offset / stripeSize;
+            long lastStripe = (offset + n - 1) / stripeSize;
+            byte[] out = null;
+            for (long k = firstStripe; k <= lastStripe && out == null; k++) {
+                if (dirty.containsKey(k)) {
+                    out = new byte[n];
+                }
+            }
             boolean sequential = nextSequentialOffset >= 0 && Math.abs(offset - nextSequentialOffset) <= SEQUENTIAL_SLACK;
             nextSequentialOffset = sequential ? Math.max(nextSequentialOffset, offset + n) : offset + n;
             long first = offset / stripeSize;

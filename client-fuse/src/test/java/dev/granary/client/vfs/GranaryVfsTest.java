@@ -336,6 +336,49 @@ class GranaryVfsTest {
         assertArrayEquals(expect, all);
     }
 
+    /**
+     * readBuffers (what FUSE reads use) over a clean file hands out the blocks' own bytes, in
+     * order, with zeros for a hole and for the short last block; with own unflushed writes in
+     * the range it assembles one array. Both equal what the bytes are.
+     */
+    @Test
+    void readBuffersAreTheBlocksInOrderWithZerosBetween() {
+        byte[] first = new byte[S];
+        new Random(5).nextBytes(first);
+        long fh = vfs.create(ROOT, dir + "/parts", 0644, O_CREAT | O_RDWR);
+        vfs.write(ROOT, fh, 0, first, S);                      // stripe 0 full
+        vfs.write(ROOT, fh, 2L * S, new byte[] {7, 8, 9}, 3);  // stripe 1 a hole, stripe 2 three bytes
+        vfs.release(ROOT, fh);
+        byte[] expect = new byte[2 * S + 3];
+        System.arraycopy(first, 0, expect, 0, S);
+        expect[2 * S] = 7;
+        expect[2 * S + 1] = 8;
+        expect[2 * S + 2] = 9;
+        long r = vfs.open(ROOT, dir + "/parts", O_RDWR);
+        List<java.nio.ByteBuffer> parts = vfs.readBuffers(ROOT, r, S - 100, S + 1000); // past EOF: short
+        assertArrayEquals(Arrays.copyOfRange(expect, S - 100, expect.length), concat(parts));
+        assertTrue(parts.size() >= 3, "block, zeros, block: " + parts.size());
+        assertEquals(100, parts.get(0).remaining(), "the tail of stripe 0, sliced from its block");
+        // own unflushed bytes over the hole: one array with them in place
+        vfs.write(ROOT, r, S + 10, new byte[] {1, 2}, 2);
+        expect[S + 10] = 1;
+        expect[S + 11] = 2;
+        parts = vfs.readBuffers(ROOT, r, S - 100, S + 1000);
+        assertEquals(1, parts.size());
+        assertArrayEquals(Arrays.copyOfRange(expect, S - 100, expect.length), concat(parts));
+        vfs.release(ROOT, r);
+    }
+
+    private static byte[] concat(List<java.nio.ByteBuffer> parts) {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        for (java.nio.ByteBuffer b : parts) {
+            byte[] a = new byte[b.remaining()];
+            b.get(b.position(), a);
+            out.writeBytes(a);
+        }
+        return out.toByteArray();
+    }
+
     @Test
     void truncateDownThenUpReadsZerosInTheGap() {
         byte[] data = random(3 * S + 5, 2);

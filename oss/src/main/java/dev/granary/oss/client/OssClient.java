@@ -4,7 +4,6 @@ import com.google.common.util.concurrent.FutureCallback;
 import com.google.common.util.concurrent.Futures;
 import com.google.common.util.concurrent.ListenableFuture;
 import com.google.common.util.concurrent.MoreExecutors;
-import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
 import dev.granary.oss.BlockIo;
 import dev.granary.oss.OssConfig;
@@ -20,6 +19,7 @@ import io.grpc.Deadline;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.ClientCalls;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -183,23 +183,29 @@ public final class OssClient implements BlockIo {
     /** Reads {@code [offset, offset+length)} of block {@code key} of OST {@code ost}. */
     @Override
     public CompletableFuture<byte[]> read(int ost, String key, long offset, int length) {
-        return readReply(ost, key, offset, length).thenApply(d -> d.toByteArray());
+        return readView(ost, key, offset, length).thenApply(b -> {
+            if (b.arrayOffset() == 0 && b.array().length == b.remaining()) {
+                return b.array();
+            }
+            byte[] a = new byte[b.remaining()];
+            b.get(0, a);
+            return a;
+        });
     }
 
-    /** {@inheritDoc} Here: a view of the reply's bytes, without the copy {@link #read} makes. */
+    /**
+     * {@inheritDoc} Here: a heap buffer over the received reply message itself
+     * ({@link ReadReplyMarshaller}), array-backed, without the copy {@link #read} may make.
+     */
     @Override
     public CompletableFuture<ByteBuffer> readView(int ost, String key, long offset, int length) {
-        return readReply(ost, key, offset, length).thenApply(ByteString::asReadOnlyByteBuffer);
-    }
-
-    private CompletableFuture<ByteString> readReply(int ost, String key, long offset, int length) {
         if (offset < 0 || length < 0) {
             return CompletableFuture.failedFuture(new OssException("INVALID_ARGUMENT",
                     "bad range offset=" + offset + " length=" + length + " of block " + key + " on OST " + ost, null));
         }
         ReadBlockRequest req = ReadBlockRequest.newBuilder().setOst(ost).setKey(key).setOffset(offset).setLength(length).build();
-        return call(ost, "read of block " + key + " on OST " + ost, stub -> stub.readBlock(req))
-                .thenApply(r -> r.getData());
+        return call(ost, "read of block " + key + " on OST " + ost, stub -> ClientCalls.futureUnaryCall(
+                stub.getChannel().newCall(ReadReplyMarshaller.READ_BLOCK, stub.getCallOptions()), req));
     }
 
     /** Deletes blocks {@code keys} of OST {@code ost}; missing blocks are not an error. */
