@@ -353,8 +353,18 @@ public class GranaryFuse extends PooledFuseFS {
         });
     }
 
+    /** The largest READ request the kernel has sent this mount, bytes (diagnostics, tests). */
+    public long largestReadRequest() {
+        return largestRead.get();
+    }
+
+    private final java.util.concurrent.atomic.AtomicLong largestRead = new java.util.concurrent.atomic.AtomicLong();
+
     @Override
     public int read(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        if (size > largestRead.get()) {
+            largestRead.accumulateAndGet(size, Math::max);
+        }
         String path = Names.fromNative(nativePath, LATIN1);
         return call("read", path, c -> {
             // Each part straight from its block's array into the kernel's buffer: one copy.

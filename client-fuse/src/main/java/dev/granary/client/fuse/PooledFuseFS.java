@@ -122,6 +122,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /** The kernel's {@code FUSE_OPEN} opcode (linux/fuse.h). */
     private static final int FUSE_OPEN = 14, FUSE_FSYNC = 20, FUSE_FLUSH = 25;
 
+    /** {@code FUSE_INIT} and, in its in/out structs, the offsets of flags and max_pages; the flag (linux/fuse.h). */
+    private static final int FUSE_INIT = 26, INIT_FLAGS = 12, INIT_OUT_MAX_PAGES = 28, FUSE_MAX_PAGES = 1 << 22;
+    /** Sizes of {@code struct fuse_out_header}, of libfuse2's fuse_init_out (7.19) and of today's (linux/fuse.h). */
+    private static final int OUT_HEADER_BYTES = 16, INIT_OUT_V7_19_BYTES = 24, INIT_OUT_BYTES = 64;
+    /** The memory of the last INIT reply {@link #askForLargeRequests} built on this thread. */
+    private static final ThreadLocal<Pointer> INIT_REPLY = new ThreadLocal<>();
+
     /** The request buffer of the pool thread running the current callback; unset on other threads. */
     private static final ThreadLocal<Pointer> REQUEST = new ThreadLocal<>();
     private volatile LibFuseSession session;
@@ -131,6 +138,8 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private volatile ChanSend sendHook;
 
     private final int threads;
+    /** Pages per FUSE request to ask the kernel for at INIT ({@link #askForLargeRequests}). */
+    private volatile int requestPages = 32;
 
     /** @param threads Java threads serving FUSE requests (at least 1) */
     protected PooledFuseFS(int threads) {
@@ -167,6 +176,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         args.add(mountPoint.toAbsolutePath().toString());
         args.addAll(List.of(fuseOpts));
+        requestPages = requestPages(fuseOpts);
         LibFuseSession lib;
         Pointer fuse;
         PointerByReference mp = new PointerByReference();
@@ -258,7 +268,8 @@ public abstract class PooledFuseFS extends FuseStubFS {
             }
             LibC libc = LibraryLoader.create(LibC.class).failImmediately().load("c");
             Runtime rt = Runtime.getSystemRuntime();
-            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count);
+            int pages = requestPages;
+            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count, pages);
             Pointer closure = rt.getClosureManager().getClosurePointer(ChanSend.class, hook);
             sendHook = hook; // the closure lives as long as this reference
             ch.putPointer(CHAN_OP_SEND, closure);
@@ -269,13 +280,19 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /** The channel's send hook: {@link #limitAttributeCaching}, then {@code writev}; 0 or -errno. */
-    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count) {
+    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages) {
         if (iov == null) {
             return 0;
         }
         Pointer req = REQUEST.get();
         if (req != null && count >= 2) {
             limitAttributeCaching(req, iov);
+            if (req.getInt(IN_HEADER_OPCODE) == FUSE_INIT && count == 2) {
+                Pointer longer = askForLargeRequests(rt, req, iov, pages);
+                if (longer != null) {
+                    iov = longer;
+                }
+            }
         }
         if (libc.writev(fd, iov, (int) count) < 0) {
             int err = rt.getLastError();
@@ -325,6 +342,75 @@ public abstract class PooledFuseFS extends FuseStubFS {
             arg.putLong(valid, 0);
             arg.putInt(validNsec, 0);
         }
+    }
+
+    /**
+     * For libfuse2's reply to the kernel's INIT, a reply that also asks for requests of up to
+     * {@code pages} pages ({@code FUSE_MAX_PAGES}, Linux 4.20+), when the kernel offers it; null
+     * to send libfuse's reply as it is. libfuse2 predates the flag and answers with the 24-byte
+     * {@code fuse_init_out} of protocol 7.19, so the kernel split every read into requests of at
+     * most 32 pages (128 KiB): a 1 GiB read was 8,192 READ round trips through /dev/fuse, 1,024
+     * with 256 pages. The new reply is libfuse's 24 bytes, then {@code time_gran} 0 (unchanged)
+     * and {@code max_pages}, in the 64-byte {@code struct fuse_init_out} of linux/fuse.h (flags at
+     * 12, max_pages at 28); the header's length grows to match. Writes stay at libfuse2's
+     * {@code max_write} (128 KiB: its receive buffer).
+     *
+     * @return an iovec array of two entries (header, argument) in memory owned by the caller's
+     *         thread until the next INIT, or null
+     */
+    static Pointer askForLargeRequests(Runtime rt, Pointer req, Pointer iov, int pages) {
+        Pointer out = iov.getPointer(0);
+        Pointer arg = iov.getPointer(16); // iov[1].iov_base; struct iovec is {base, len}
+        long argLen = iov.getLong(24);
+        if (pages <= 32 || out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
+                || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
+                || argLen < INIT_OUT_V7_19_BYTES || argLen > INIT_OUT_BYTES
+                || (req.getInt(IN_HEADER_BYTES + INIT_FLAGS) & FUSE_MAX_PAGES) == 0) {
+            return null; // an error reply, an unexpected layout, or a kernel without the flag
+        }
+        Pointer mem = Memory.allocateDirect(rt, OUT_HEADER_BYTES + INIT_OUT_BYTES + 32, true); // zeroed
+        Pointer header = mem.slice(0, OUT_HEADER_BYTES);
+        Pointer init = mem.slice(OUT_HEADER_BYTES, INIT_OUT_BYTES);
+        Pointer vec = mem.slice(OUT_HEADER_BYTES + INIT_OUT_BYTES, 32);
+        byte[] copy = new byte[(int) argLen];
+        arg.get(0, copy, 0, copy.length);
+        init.put(0, copy, 0, copy.length);
+        init.putInt(INIT_FLAGS, init.getInt(INIT_FLAGS) | FUSE_MAX_PAGES);
+        init.putShort(INIT_OUT_MAX_PAGES, (short) Math.min(pages, 256));
+        header.putInt(0, OUT_HEADER_BYTES + INIT_OUT_BYTES); // len
+        header.putInt(OUT_HEADER_ERROR, 0);
+        header.putLong(OUT_HEADER_UNIQUE, out.getLong(OUT_HEADER_UNIQUE));
+        vec.putPointer(0, header);
+        vec.putLong(8, OUT_HEADER_BYTES);
+        vec.putPointer(16, init);
+        vec.putLong(24, INIT_OUT_BYTES);
+        INIT_REPLY.set(mem); // alive until writev has run
+        return vec;
+    }
+
+    /**
+     * Pages (4 KiB) per request that {@code max_read} and {@code max_write} among {@code fuseOpts}
+     * allow (the smaller of the two, default 32 as the kernel's), at most 256.
+     */
+    static int requestPages(String[] fuseOpts) {
+        long read = -1, write = -1;
+        for (String o : fuseOpts) {
+            for (String part : o.split(",")) {
+                try {
+                    if (part.startsWith("max_read=")) {
+                        read = Long.parseLong(part.substring("max_read=".length()));
+                    } else if (part.startsWith("max_write=")) {
+                        write = Long.parseLong(part.substring("max_write=".length()));
+                    }
+                } catch (NumberFormatException e) {
+                    // libfuse rejects it at mount
+                }
+            }
+        }
+        if (read <= 0 || write <= 0) {
+            return 32;
+        }
+        return (int) Math.max(1, Math.min(256, Math.min(read, write) / 4096));
     }
 
     /** Runs the pool until the session ends (unmount), then tears the filesystem down. */

@@ -56,6 +56,49 @@ class FuseMountTest {
         assertFalse(FuseMount.options(ClientConfig.defaults().withAllowOther(true), false, false).contains("allow_other"));
     }
 
+    /**
+     * The kernel sends reads of max_read (1 MiB), not libfuse2's 128 KiB: PooledFuseFS asks for
+     * 256-page requests in its INIT reply and FuseMount raises the mount's readahead. Before,
+     * the largest READ was 131,072 bytes, for O_DIRECT and buffered reads alike.
+     */
+    @Test
+    void readsReachGranaryInRequestsOfMaxRead() throws Exception {
+        if (!Files.exists(Path.of("/dev/fuse"))) {
+            Assumptions.abort("skipped: /dev/fuse is missing on this machine");
+        }
+        try {
+            FuseMount.checkFuseAvailable();
+        } catch (FuseMount.MountException e) {
+            Assumptions.abort("skipped: " + e.getMessage());
+        }
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
+            GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+            try {
+                FuseMount m = FuseMount.mount(vfs, mnt, vfs.config());
+                try {
+                    byte[] data = new byte[8 << 20];
+                    new Random(3).nextBytes(data);
+                    Files.write(mnt.resolve("big"), data);
+                    Files.write(mnt.resolve("big2"), data);
+                    sh("dd", "if=" + mnt.resolve("big"), "of=/dev/null", "bs=1M", "iflag=direct");
+                    assertEquals(1 << 20, m.largestReadRequest(), "O_DIRECT 1 MiB reads");
+                    String dev = FuseMount.mountedDevice(mnt);
+                    if (FuseMount.isRoot()) {
+                        assertEquals("1024", Files.readString(Path.of("/sys/class/bdi", dev, "read_ahead_kb")).trim());
+                    }
+                    // buffered: pages written through the mount may be cached; read a file the page cache lacks
+                    sh("sh", "-c", "echo 1 > /proc/sys/vm/drop_caches || true");
+                    assertArrayEquals(data, Files.readAllBytes(mnt.resolve("big2")));
+                } finally {
+                    m.close();
+                }
+            } finally {
+                vfs.close();
+            }
+        }
+    }
+
     @Test
     void mountedFilesystemServesCoreutils() throws Exception {
         if (!Files.exists(Path.of("/dev/fuse"))) {

@@ -71,6 +71,7 @@ public final class NoopFsCommand implements Callable<Integer> {
             }
             Thread.sleep(20);
         }
+        FuseMount.raiseKernelReadahead(mp, ClientConfig.defaults().fuseMaxRead()); // as Granary's mount
         System.out.println("noopfs mounted at " + mp + " (/zeros, " + bytes + " bytes) with " + String.join(" ", opts) + "; Ctrl-C to unmount");
         System.out.flush();
         ConfigOption.awaitShutdown(fs::umount);

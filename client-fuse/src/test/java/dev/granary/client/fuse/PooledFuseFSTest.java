@@ -1,0 +1,96 @@
+package dev.granary.client.fuse;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import jnr.ffi.Memory;
+import jnr.ffi.Pointer;
+import jnr.ffi.Runtime;
+import org.junit.jupiter.api.Test;
+
+/**
+ * PooledFuseFS's rewrite of libfuse2's INIT reply, on memory laid out as the kernel's and
+ * libfuse2's structs (linux/fuse.h). That the kernel then sends 1 MiB reads is
+ * FuseMountTest#readsReachGranaryInRequestsOfMaxRead.
+ */
+class PooledFuseFSTest {
+    private static final Runtime RT = Runtime.getSystemRuntime();
+    private static final int FUSE_MAX_PAGES = 1 << 22;
+
+    /** An INIT request (in header + fuse_init_in with {@code kernelFlags}). */
+    private static Pointer initRequest(int kernelFlags) {
+        Pointer req = Memory.allocateDirect(RT, 40 + 16, true);
+        req.putInt(0, 56);
+        req.putInt(4, 26);        // FUSE_INIT
+        req.putLong(8, 77);       // unique
+        req.putInt(40, 7);        // major
+        req.putInt(44, 45);       // minor
+        req.putInt(48, 131072);   // max_readahead
+        req.putInt(52, kernelFlags);
+        return req;
+    }
+
+    /** libfuse2's reply: out header (error {@code error}) and its 24-byte fuse_init_out. */
+    private static Pointer initReply(int error, long unique) {
+        Pointer header = Memory.allocateDirect(RT, 16, true);
+        header.putInt(0, 16 + 24);
+        header.putInt(4, error);
+        header.putLong(8, unique);
+        Pointer arg = Memory.allocateDirect(RT, 24, true);
+        arg.putInt(0, 7);
+        arg.putInt(4, 19);
+        arg.putInt(8, 131072);
+        arg.putInt(12, 0x433);    // libfuse2's flags
+        arg.putShort(16, (short) 12);
+        arg.putShort(18, (short) 9);
+        arg.putInt(20, 131072);   // max_write
+        Pointer iov = Memory.allocateDirect(RT, 32, true);
+        iov.putPointer(0, header);
+        iov.putLong(8, 16);
+        iov.putPointer(16, arg);
+        iov.putLong(24, 24);
+        return iov;
+    }
+
+    @Test
+    void theInitReplyAsksForLargerRequestsKeepingLibfusesFields() {
+        Pointer iov = PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(0, 77), 256);
+        assertNotNull(iov);
+        Pointer header = iov.getPointer(0);
+        Pointer arg = iov.getPointer(16);
+        assertEquals(16, iov.getLong(8));
+        assertEquals(64, iov.getLong(24));
+        assertEquals(16 + 64, header.getInt(0), "the header's length covers the longer reply");
+        assertEquals(0, header.getInt(4));
+        assertEquals(77, header.getLong(8));
+        assertEquals(7, arg.getInt(0));
+        assertEquals(19, arg.getInt(4));
+        assertEquals(131072, arg.getInt(8));
+        assertEquals(0x433 | FUSE_MAX_PAGES, arg.getInt(12));
+        assertEquals(12, arg.getShort(16));
+        assertEquals(9, arg.getShort(18));
+        assertEquals(131072, arg.getInt(20));
+        assertEquals(0, arg.getInt(24), "time_gran 0: the kernel keeps its own");
+        assertEquals(256, arg.getShort(28));
+        assertEquals(0, arg.getInt(32), "nothing else set");
+    }
+
+    @Test
+    void theReplyIsLeftAloneWhenItCannotApply() {
+        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb & ~FUSE_MAX_PAGES), initReply(0, 77), 256),
+                "a kernel without FUSE_MAX_PAGES");
+        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(-71, 77), 256), "an error reply");
+        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(0, 78), 256), "another request's reply");
+        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(0, 77), 32), "no more than the default");
+    }
+
+    @Test
+    void requestPagesFollowMaxReadAndMaxWrite() {
+        assertEquals(256, PooledFuseFS.requestPages(new String[] {"-o", "max_read=1048576", "-o", "max_write=1048576"}));
+        assertEquals(64, PooledFuseFS.requestPages(new String[] {"-o", "big_writes,max_read=262144,max_write=1048576"}));
+        assertEquals(256, PooledFuseFS.requestPages(new String[] {"-o", "max_read=8388608", "-o", "max_write=8388608"}));
+        assertEquals(32, PooledFuseFS.requestPages(new String[] {"-o", "max_read=1048576"}), "max_write unset: the default");
+        assertEquals(32, PooledFuseFS.requestPages(new String[] {"-o", "max_read=lots", "-o", "max_write=1048576"}));
+    }
+}
