@@ -389,28 +389,24 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
-     * Pages (4 KiB) per request that {@code max_read} and {@code max_write} among {@code fuseOpts}
-     * allow (the smaller of the two, default 32 as the kernel's), at most 256.
+     * Pages (4 KiB) per request that {@code max_read} among {@code fuseOpts} allows (default 32,
+     * the kernel's), at most 256. Only reads grow: libfuse2 caps {@code max_write} at its 128 KiB
+     * receive buffer in the same INIT reply.
      */
     static int requestPages(String[] fuseOpts) {
-        long read = -1, write = -1;
+        long read = -1;
         for (String o : fuseOpts) {
             for (String part : o.split(",")) {
-                try {
-                    if (part.startsWith("max_read=")) {
+                if (part.startsWith("max_read=")) {
+                    try {
                         read = Long.parseLong(part.substring("max_read=".length()));
-                    } else if (part.startsWith("max_write=")) {
-                        write = Long.parseLong(part.substring("max_write=".length()));
+                    } catch (NumberFormatException e) {
+                        read = -1; // libfuse rejects it at mount
                     }
-                } catch (NumberFormatException e) {
-                    // libfuse rejects it at mount
                 }
             }
         }
-        if (read <= 0 || write <= 0) {
-            return 32;
-        }
-        return (int) Math.max(1, Math.min(256, Math.min(read, write) / 4096));
+        return read <= 0 ? 32 : (int) Math.max(1, Math.min(256, read / 4096));
     }
 
     /** Runs the pool until the session ends (unmount), then tears the filesystem down. */
