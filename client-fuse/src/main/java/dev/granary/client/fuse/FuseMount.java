@@ -142,19 +142,8 @@ public final class FuseMount implements AutoCloseable {
 
     /** The device ("MAJOR:MINOR") of the topmost mount exactly at {@code mp} per /proc/self/mountinfo, or null. */
     static String mountedDevice(Path mp) {
-        String want = mp.toAbsolutePath().normalize().toString();
-        String found = null;
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
-                String[] f = line.split(" ");
-                if (f.length > 4 && unescape(f[4]).equals(want)) {
-                    found = f[2];
-                }
-            }
-        } catch (IOException e) {
-            LOG.warn("cannot read /proc/self/mountinfo: {}", e.getMessage());
-        }
-        return found;
+        String line = mountinfoLine(mp);
+        return line == null ? null : line.split(" ")[2];
     }
 
     /**
@@ -257,15 +246,24 @@ public final class FuseMount implements AutoCloseable {
      * /proc/self/mountinfo (e.g. "fuse.granary granary"), or null when nothing is mounted there.
      */
     public static String mountedFsType(Path mp) {
+        String line = mountinfoLine(mp);
+        if (line == null) {
+            return null;
+        }
+        int dash = line.indexOf(" - ");
+        String[] tail = dash < 0 ? new String[0] : line.substring(dash + 3).split(" ");
+        return tail.length >= 2 ? tail[0] + " " + tail[1] : "?";
+    }
+
+    /** The line of /proc/self/mountinfo of the topmost mount exactly at {@code mp} (the last listed), or null. */
+    private static String mountinfoLine(Path mp) {
         String want = mp.toAbsolutePath().normalize().toString();
         String found = null;
         try {
             for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
                 String[] f = line.split(" ");
                 if (f.length > 4 && unescape(f[4]).equals(want)) {
-                    int dash = line.indexOf(" - ");
-                    String[] tail = dash < 0 ? new String[0] : line.substring(dash + 3).split(" ");
-                    found = tail.length >= 2 ? tail[0] + " " + tail[1] : "?";
+                    found = line;
                 }
             }
         } catch (IOException e) {

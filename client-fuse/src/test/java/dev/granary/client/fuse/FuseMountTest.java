@@ -38,6 +38,18 @@ class FuseMountTest {
         return out;
     }
 
+    /** Skips the test, saying why, on a machine where nothing can be mounted with FUSE. */
+    private static void requireFuse() {
+        if (!Files.exists(Path.of("/dev/fuse"))) {
+            Assumptions.abort("skipped: /dev/fuse is missing on this machine");
+        }
+        try {
+            FuseMount.checkFuseAvailable();
+        } catch (FuseMount.MountException e) {
+            Assumptions.abort("skipped: " + e.getMessage());
+        }
+    }
+
     @Test
     void mountPointChecksGiveClearMessages() throws IOException {
         Path missing = tmp.resolve("missing");
@@ -63,14 +75,7 @@ class FuseMountTest {
      */
     @Test
     void readsReachGranaryInRequestsOfMaxRead() throws Exception {
-        if (!Files.exists(Path.of("/dev/fuse"))) {
-            Assumptions.abort("skipped: /dev/fuse is missing on this machine");
-        }
-        try {
-            FuseMount.checkFuseAvailable();
-        } catch (FuseMount.MountException e) {
-            Assumptions.abort("skipped: " + e.getMessage());
-        }
+        requireFuse();
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));
         try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
             GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
@@ -101,14 +106,7 @@ class FuseMountTest {
 
     @Test
     void mountedFilesystemServesCoreutils() throws Exception {
-        if (!Files.exists(Path.of("/dev/fuse"))) {
-            Assumptions.abort("skipped: /dev/fuse is missing on this machine");
-        }
-        try {
-            FuseMount.checkFuseAvailable();
-        } catch (FuseMount.MountException e) {
-            Assumptions.abort("skipped: " + e.getMessage());
-        }
+        requireFuse();
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));
         try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
             GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withAllowOther(true));
