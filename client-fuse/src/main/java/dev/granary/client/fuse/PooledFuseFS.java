@@ -138,8 +138,6 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private volatile ChanSend sendHook;
 
     private final int threads;
-    /** Pages per FUSE request to ask the kernel for at INIT ({@link #askForLargeRequests}). */
-    private volatile int requestPages = 32;
 
     /** @param threads Java threads serving FUSE requests (at least 1) */
     protected PooledFuseFS(int threads) {
@@ -176,7 +174,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         args.add(mountPoint.toAbsolutePath().toString());
         args.addAll(List.of(fuseOpts));
-        requestPages = requestPages(fuseOpts);
+        int pages = requestPages(fuseOpts);
         LibFuseSession lib;
         Pointer fuse;
         PointerByReference mp = new PointerByReference();
@@ -197,7 +195,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
             // as jnr-fuse's own mount does: a JVM that exits without unmounting leaves no dead mount
             java.lang.Runtime.getRuntime().addShutdownHook(new Thread(this::umount));
         }
-        Thread t = new Thread(() -> serve(lib, fuse, mountpoint), "fuse-session " + mountPoint);
+        Thread t = new Thread(() -> serve(lib, fuse, mountpoint, pages), "fuse-session " + mountPoint);
         t.setDaemon(true);
         t.start();
         if (blocking) {
@@ -254,32 +252,35 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /**
      * Replaces the send hook of libfuse's kernel channel with {@link #send}, which writes replies
      * the same way ({@code writev} on the /dev/fuse fd, as libfuse's {@code fuse_kern_chan_send})
-     * after {@link #limitAttributeCaching}. Checks libfuse 2.9's layout of the channel first (its
+     * after {@link #limitAttributeCaching} and, for INIT, {@link #askForLargeRequests} with
+     * {@code pages} ({@link #requestPages}). Checks libfuse 2.9's layout of the channel first (its
      * session and fd where expected) and leaves the channel alone otherwise (logged).
      */
-    private void hookSend(LibFuseSession lib, Pointer se, Pointer ch) {
+    private void hookSend(LibFuseSession lib, Pointer se, Pointer ch, int pages) {
         try {
             int fd = lib.fuse_chan_fd(ch);
             if (fd < 0 || ch.getInt(CHAN_FD) != fd || ch.getPointer(CHAN_SESSION) == null
                     || ch.getPointer(CHAN_SESSION).address() != se.address()) {
                 LOG.warn("libfuse's channel is not laid out as libfuse 2.9's: files with several names may show "
-                        + "attributes up to attr_timeout old through their other names");
+                        + "attributes up to attr_timeout old through their other names, and reads come in 128 KiB requests");
                 return;
             }
             LibC libc = LibraryLoader.create(LibC.class).failImmediately().load("c");
             Runtime rt = Runtime.getSystemRuntime();
-            int pages = requestPages;
             ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count, pages);
             Pointer closure = rt.getClosureManager().getClosurePointer(ChanSend.class, hook);
             sendHook = hook; // the closure lives as long as this reference
             ch.putPointer(CHAN_OP_SEND, closure);
         } catch (Throwable t) {
             LOG.warn("could not hook libfuse's channel ({}): files with several names may show attributes up to "
-                    + "attr_timeout old through their other names", t.toString());
+                    + "attr_timeout old through their other names, and reads come in 128 KiB requests", t.toString());
         }
     }
 
-    /** The channel's send hook: {@link #limitAttributeCaching}, then {@code writev}; 0 or -errno. */
+    /**
+     * The channel's send hook: {@link #limitAttributeCaching}, for INIT {@link #askForLargeRequests},
+     * then {@code writev}; 0 or -errno.
+     */
     private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages) {
         if (iov == null) {
             return 0;
@@ -410,13 +411,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /** Runs the pool until the session ends (unmount), then tears the filesystem down. */
-    private void serve(LibFuseSession lib, Pointer fuse, Pointer mountpoint) {
+    private void serve(LibFuseSession lib, Pointer fuse, Pointer mountpoint, int pages) {
         Pointer se = lib.fuse_get_session(fuse);
         Pointer ch = lib.fuse_session_next_chan(se, null);
         long bufsize = lib.fuse_chan_bufsize(ch);
         session = lib;
         channel = ch;
-        hookSend(lib, se, ch);
+        hookSend(lib, se, ch, pages);
         List<Thread> workers = new ArrayList<>();
         for (int i = 0; i < threads; i++) {
             Thread w = new Thread(() -> work(lib, se, ch, bufsize), "fuse-" + i);

@@ -183,10 +183,7 @@ public final class OssClient implements BlockIo {
     /** Reads {@code [offset, offset+length)} of block {@code key} of OST {@code ost}. */
     @Override
     public CompletableFuture<byte[]> read(int ost, String key, long offset, int length) {
-        return readView(ost, key, offset, length).thenApply(b -> {
-            if (b.arrayOffset() == 0 && b.array().length == b.remaining()) {
-                return b.array();
-            }
+        return readView(ost, key, offset, length).thenApply(b -> { // the view is a slice of the whole message
             byte[] a = new byte[b.remaining()];
             b.get(0, a);
             return a;
