@@ -236,6 +236,11 @@ public final class FuseMount implements AutoCloseable {
         return fs.largestReadRequest();
     }
 
+    /** GETATTR requests the kernel has sent this mount so far (diagnostics, tests). */
+    public long getattrRequests() {
+        return fs.getattrRequests();
+    }
+
     /** True when {@code mp} is listed as a mount point in /proc/self/mountinfo. */
     public static boolean isMounted(Path mp) {
         return mountedFsType(mp) != null;

@@ -71,12 +71,14 @@ public class GranaryFuse extends PooledFuseFS {
 
     private final GranaryVfs vfs;
     private final CallerResolver callers;
+    private final KernelAttrs kernelAttrs;
 
     /** An adapter over {@code vfs}; supplementary groups of a pid are cached for 1 s. */
     public GranaryFuse(GranaryVfs vfs) {
         super(PooledFuseFS.DEFAULT_THREADS);
         this.vfs = vfs;
         this.callers = new CallerResolver(Duration.ofSeconds(1));
+        this.kernelAttrs = new KernelAttrs(vfs.config().cacheTimeout());
     }
 
     @Override
@@ -157,7 +159,12 @@ public class GranaryFuse extends PooledFuseFS {
     public int getattr(String nativePath, FileStat stat) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("getattr", path, c -> {
-            fill(stat, vfs.getattr(c, path));
+            Attr a = vfs.getattr(c, path);
+            if (servingGetattr()) {
+                getattrRequests.increment();
+            }
+            kernelAttrs.replied(a);
+            fill(stat, a);
             return 0;
         });
     }
@@ -166,7 +173,12 @@ public class GranaryFuse extends PooledFuseFS {
     public int fgetattr(String nativePath, FileStat stat, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("fgetattr", path, c -> {
-            fill(stat, vfs.fgetattr(c, fi.fh.get()));
+            Attr a = vfs.fgetattr(c, fi.fh.get());
+            if (servingGetattr()) {
+                getattrRequests.increment();
+            }
+            kernelAttrs.replied(a);
+            fill(stat, a);
             return 0;
         });
     }
@@ -345,13 +357,28 @@ public class GranaryFuse extends PooledFuseFS {
     public int open(String nativePath, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("open", path, c -> {
-            fi.fh.set(vfs.open(c, path, fi.flags.get()));
+            long fh = vfs.open(c, path, fi.flags.get());
+            fi.fh.set(fh);
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
-            // fresh ones, so make the kernel ask again rather than keep a size from before
-            invalidateKernelAttributesOfRequestFile();
+            // fresh ones, so make the kernel ask again rather than keep a size from before, unless
+            // what it holds is these (then its next fstat or read past its EOF would cost a
+            // GETATTR round trip for the same values)
+            if (!kernelAttrs.holds(vfs.attrAtOpen(fh))) {
+                invalidateKernelAttributesOfRequestFile();
+            }
             return 0;
         });
     }
+
+    /**
+     * GETATTR requests the kernel has sent this mount (diagnostics, tests): a stat or a read past
+     * the kernel's end of file when it holds no valid attributes of the file.
+     */
+    public long getattrRequests() {
+        return getattrRequests.sum();
+    }
+
+    private final java.util.concurrent.atomic.LongAdder getattrRequests = new java.util.concurrent.atomic.LongAdder();
 
     /** The largest READ request the kernel has sent this mount, bytes (diagnostics, tests). */
     public long largestReadRequest() {
@@ -388,6 +415,7 @@ public class GranaryFuse extends PooledFuseFS {
     public int write(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("write", path, c -> {
+            kernelAttrs.forget(vfs.handle(fi.fh.get()).ino()); // the kernel sets its cached size itself
             int n = (int) Math.min(size, Integer.MAX_VALUE);
             byte[] data = new byte[n];
             buf.get(0, data, 0, n);

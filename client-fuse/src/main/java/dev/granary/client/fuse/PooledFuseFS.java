@@ -207,6 +207,12 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
     }
 
+    /** Whether the current callback serves a FUSE_GETATTR request from the kernel (not a call libfuse makes itself within another request). */
+    protected static boolean servingGetattr() {
+        Pointer req = REQUEST.get();
+        return req != null && req.getInt(IN_HEADER_OPCODE) == FUSE_GETATTR;
+    }
+
     /**
      * Called from an {@code open}, {@code flush}, {@code fsync} or {@code link} callback: makes the
      * kernel forget the attributes (size, mtime, nlink, mode...) it cached for the file opened,

@@ -392,6 +392,14 @@ public final class GranaryVfs implements AutoCloseable {
         return withLocalSize(attrOf(c, f.ino()));
     }
 
+    /**
+     * The attributes of handle {@code fh}'s file as its open fetched them from the MDS, with this
+     * client's unflushed size: what a getattr answers right after that open. EBADF.
+     */
+    public Attr attrAtOpen(long fh) {
+        return withLocalSize(file(fh).openedAttr());
+    }
+
     /** chmod: sets the permission bits (mode &amp; 07777). EPERM when not the owner (MDS). */
     public Attr chmod(Caller c, String path, int mode) {
         Attr a = lookup(c, path);

@@ -151,10 +151,13 @@ public final class OpenFile {
 
     private record Prefetch(String blockKey, CompletableFuture<ByteBuffer> data) {}
 
+    private final Attr opened;
+
     OpenFile(GranaryVfs vfs, long fh, Attr attr, int flags, Caller opener, List<Extent> extents) {
         this.vfs = vfs;
         this.fh = fh;
         this.ino = attr.getIno();
+        this.opened = attr;
         this.flags = flags;
         this.opener = opener;
         this.layout = attr.getLayout();
@@ -193,6 +196,11 @@ public final class OpenFile {
     /** Records that the file's mtime was set explicitly (utimensat) after this handle's last write. */
     void mtimeSetExplicitly() {
         mtimeSetExplicitly = true;
+    }
+
+    /** The attributes the open (or create) of this handle had from the MDS. */
+    Attr openedAttr() {
+        return opened;
     }
 
     /** The inode number. */

@@ -10,6 +10,7 @@ import dev.granary.client.vfs.ClientConfig;
 import dev.granary.client.vfs.GranaryVfs;
 import dev.granary.client.vfs.LocalCluster;
 import java.io.IOException;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -102,6 +103,59 @@ class FuseMountTest {
                 vfs.close();
             }
         }
+    }
+
+    /**
+     * An open fetches fresh attributes from the MDS (close-to-open) and makes the kernel forget
+     * the ones it cached only when they differ from what this mount gave it: opening, fstat-ing
+     * and reading a file that did not change costs no GETATTR round trip (before: one per open,
+     * the fstat after the open's invalidation), while a file another client changed is still seen
+     * with its new size and bytes by the next open.
+     */
+    @Test
+    void anOpenAsksTheKernelToForgetAttributesOnlyWhenTheyChanged() throws Exception {
+        requireFuse();
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
+            GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+            GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+            try {
+                byte[] v1 = "first version\n".getBytes(StandardCharsets.UTF_8);
+                byte[] v2 = "second, longer version\n".getBytes(StandardCharsets.UTF_8);
+                writeAsOtherClient(other, "/sample", v1);
+                FuseMount m = FuseMount.mount(vfs, mnt, vfs.config());
+                try {
+                    Path f = mnt.resolve("sample");
+                    assertEquals(v1.length, Files.size(f)); // LOOKUP: the kernel holds these attributes now
+                    long before = m.getattrRequests();
+                    for (int i = 0; i < 3; i++) {
+                        try (FileChannel ch = FileChannel.open(f)) { // open, fstat, close
+                            assertEquals(v1.length, ch.size());
+                        }
+                    }
+                    assertEquals(0, m.getattrRequests() - before, "GETATTRs for opens of an unchanged file");
+                    assertArrayEquals(v1, Files.readAllBytes(f));
+                    // (a read that reached Granary makes the kernel ask for atime at the next stat: not counted below)
+
+                    writeAsOtherClient(other, "/sample", v2);
+                    assertArrayEquals(v2, Files.readAllBytes(f), "close-to-open: the other client's new size and bytes");
+                    assertTrue(m.getattrRequests() - before >= 1, "the changed file's attributes were asked for again");
+                } finally {
+                    m.close();
+                }
+            } finally {
+                other.close();
+                vfs.close();
+            }
+        }
+    }
+
+    /** Writes {@code data} as the whole file {@code path} through {@code client}'s own API and closes it. */
+    private static void writeAsOtherClient(GranaryVfs client, String path, byte[] data) {
+        long fh = client.create(LocalCluster.ROOT, path, 0644, GranaryVfs.O_WRONLY | GranaryVfs.O_TRUNC);
+        client.write(LocalCluster.ROOT, fh, 0, data, data.length);
+        client.flush(LocalCluster.ROOT, fh);
+        client.release(LocalCluster.ROOT, fh);
     }
 
     @Test

@@ -1,0 +1,47 @@
+package dev.granary.client.fuse;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.mds.proto.Attr;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+class KernelAttrsTest {
+    private static Attr attr(long ino, long size) {
+        return Attr.newBuilder().setIno(ino).setSize(size).setMode(0100644).setNlink(1).build();
+    }
+
+    @Test
+    void knownOnlyWhileEveryReplyCarriedTheSameAttributes() throws InterruptedException {
+        KernelAttrs k = new KernelAttrs(Duration.ofMillis(100)); // window: 2 x 100 ms + 1 s
+        assertFalse(k.holds(attr(7, 10)), "nothing replied yet: the open must invalidate");
+        k.replied(attr(7, 10));
+        k.replied(attr(7, 10));
+        assertTrue(k.holds(attr(7, 10)));
+        assertFalse(k.holds(attr(7, 11)), "other fresh attributes: the kernel holds older ones");
+        assertFalse(k.holds(attr(8, 10)), "another inode");
+
+        k.replied(attr(7, 11)); // two different replies within the window: either may be in the kernel
+        assertFalse(k.holds(attr(7, 11)));
+        assertFalse(k.holds(attr(7, 10)));
+        repeatFor(k, attr(7, 11), 1300); // the kernel asks again now and then; past the window only 11 can be left
+        assertTrue(k.holds(attr(7, 11)));
+
+        k.forget(7); // written through this kernel: it set the size itself
+        assertFalse(k.holds(attr(7, 11)));
+        k.replied(attr(7, 12));
+        assertFalse(k.holds(attr(7, 12)), "still within the window of the write");
+        repeatFor(k, attr(7, 12), 1300);
+        assertTrue(k.holds(attr(7, 12)));
+    }
+
+    /** Replies {@code a} every 50 ms for {@code ms} milliseconds. */
+    private static void repeatFor(KernelAttrs k, Attr a, long ms) throws InterruptedException {
+        long end = System.nanoTime() + ms * 1_000_000;
+        while (System.nanoTime() < end) {
+            k.replied(a);
+            Thread.sleep(50);
+        }
+    }
+}
