@@ -47,11 +47,11 @@ class RaftClusterTest {
     }
 
     /**
-     * A client that only reads is answered by the leader. Without the start-up search it is not:
-     * Ratis sends the first request to a peer of its choice, and a follower answers a
-     * linearizable read itself (ReadIndex, one more round trip) and never redirects it, so a
-     * client that never writes stays there. The test makes that peer a follower (leadership
-     * transfer) and shows both clients.
+     * A client that only reads is answered by the leader, also when the peer Ratis would try
+     * first is a follower (the test makes it one by a leadership transfer). Through Ratis'
+     * blocking API a follower answered such reads itself (ReadIndex, one more round trip) and a
+     * client without the start-up search stayed there; reads now take the asynchronous API, and
+     * such a client reads the right value too.
      */
     @Test
     void aReadOnlyClientIsAnsweredByTheLeader() throws Exception {
@@ -72,7 +72,6 @@ class RaftClusterTest {
             String leaderId = cl.servers[cl.awaitLeader(WAIT)].peerId();
             try (RaftKvClient unaware = new RaftKvClient(cl.name, cl.peers, RaftKvClient.DEFAULT_RETRY_BUDGET, false)) {
                 assertEquals("v", get(unaware, "k"));
-                assertEquals(ratisFirst, unaware.lastReadServer().orElseThrow().toString(), "without the search: a follower answers");
             }
             try (RaftKvClient r = cl.client()) {
                 assertEquals(leaderId, r.initialLeader().map(Object::toString).orElse("none"));
