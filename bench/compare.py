@@ -998,8 +998,8 @@ def report(runner, plan, targets, info, counter, elapsed):
             "`fsync`/`close`; rclone acknowledges writes from its local cache and uploads afterwards, so this row waits "
             "until rclone reports no upload queued or in progress.",
             "- ³ Peak RSS is VmHWM of the process serving the mount (over its restarts). For Granary that one JVM also runs "
-            "S3Proxy, 3 MDS Raft peers with RocksDB, and 2 OSS with their 512 MiB read caches, with the JVM's default "
-            "heap sizing (up to 1/4 of RAM; no -Xmx); s3fs and rclone "
+            "S3Proxy, 3 MDS Raft peers with RocksDB, and 2 OSS with their 512 MiB read caches, with the launcher's "
+            "fixed heap (-Xms = -Xmx = a quarter of RAM, at most 3 GiB); s3fs and rclone "
             "are clients only (their S3 server is that same JVM).",
             "- The FUSE ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros, with the same "
             "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`.",
