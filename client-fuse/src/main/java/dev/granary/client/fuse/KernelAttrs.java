@@ -18,9 +18,9 @@ import java.util.Objects;
  * it arrives, so an inode is known to hold only {@code A} when every reply of the last
  * {@code 2 x attr_timeout + 1 s} carried {@code A} (the margin covers the time between the record
  * and the kernel taking the reply). Replies with other attributes within that time, which may
- * reach the kernel in either order, or a write or truncate by this client ({@link #forget}: the
- * kernel changes the size of a file written through it itself), make the inode unknown until
- * that time has passed. An unknown inode is invalidated at open, as before this class.
+ * reach the kernel in either order, or a write by this client ({@link #forget}: the kernel
+ * changes the size of a file written through it itself), make the inode unknown until that time
+ * has passed. An unknown inode is invalidated at open, as before this class.
  */
 final class KernelAttrs {
     /** One inode's last reply, and from when (System.nanoTime) no other attributes can be in the kernel. */
@@ -44,7 +44,7 @@ final class KernelAttrs {
                 a.equals(old.attr()) ? old.soleAfterNanos() : now + windowNanos));
     }
 
-    /** Forgets inode {@code ino} (this client wrote or truncated it): for a while, opens make the kernel forget its attributes. */
+    /** Forgets inode {@code ino} (this client writes it): for a while, opens make the kernel forget its attributes. */
     void forget(long ino) {
         seen.put(ino, new Seen(null, System.nanoTime() + windowNanos));
     }
