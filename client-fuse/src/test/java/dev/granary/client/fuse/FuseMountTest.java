@@ -76,33 +76,21 @@ class FuseMountTest {
      */
     @Test
     void readsReachGranaryInRequestsOfMaxRead() throws Exception {
-        requireFuse();
-        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
-        try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
-            GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
-            try {
-                FuseMount m = FuseMount.mount(vfs, mnt, vfs.config());
-                try {
-                    byte[] data = new byte[8 << 20];
-                    new Random(3).nextBytes(data);
-                    Files.write(mnt.resolve("big"), data);
-                    Files.write(mnt.resolve("big2"), data);
-                    sh("dd", "if=" + mnt.resolve("big"), "of=/dev/null", "bs=1M", "iflag=direct");
-                    assertEquals(1 << 20, m.largestReadRequest(), "O_DIRECT 1 MiB reads");
-                    String dev = FuseMount.mountedDevice(mnt);
-                    if (FuseMount.isRoot()) {
-                        assertEquals("1024", Files.readString(Path.of("/sys/class/bdi", dev, "read_ahead_kb")).trim());
-                    }
-                    // buffered: pages written through the mount may be cached; read a file the page cache lacks
-                    sh("sh", "-c", "echo 1 > /proc/sys/vm/drop_caches || true");
-                    assertArrayEquals(data, Files.readAllBytes(mnt.resolve("big2")));
-                } finally {
-                    m.close();
-                }
-            } finally {
-                vfs.close();
+        withMount((cluster, m, mnt) -> {
+            byte[] data = new byte[8 << 20];
+            new Random(3).nextBytes(data);
+            Files.write(mnt.resolve("big"), data);
+            Files.write(mnt.resolve("big2"), data);
+            sh("dd", "if=" + mnt.resolve("big"), "of=/dev/null", "bs=1M", "iflag=direct");
+            assertEquals(1 << 20, m.largestReadRequest(), "O_DIRECT 1 MiB reads");
+            String dev = FuseMount.mountedDevice(mnt);
+            if (FuseMount.isRoot()) {
+                assertEquals("1024", Files.readString(Path.of("/sys/class/bdi", dev, "read_ahead_kb")).trim());
             }
-        }
+            // buffered: pages written through the mount may be cached; read a file the page cache lacks
+            sh("sh", "-c", "echo 1 > /proc/sys/vm/drop_caches || true");
+            assertArrayEquals(data, Files.readAllBytes(mnt.resolve("big2")));
+        });
     }
 
     /**
@@ -114,37 +102,53 @@ class FuseMountTest {
      */
     @Test
     void anOpenAsksTheKernelToForgetAttributesOnlyWhenTheyChanged() throws Exception {
-        requireFuse();
-        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
-        try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
-            GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+        withMount((cluster, m, mnt) -> {
             GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
             try {
                 byte[] v1 = "first version\n".getBytes(StandardCharsets.UTF_8);
                 byte[] v2 = "second, longer version\n".getBytes(StandardCharsets.UTF_8);
                 writeAsOtherClient(other, "/sample", v1);
+                Path f = mnt.resolve("sample");
+                assertEquals(v1.length, Files.size(f)); // LOOKUP: the kernel holds these attributes now
+                long before = m.getattrRequests();
+                for (int i = 0; i < 3; i++) {
+                    try (FileChannel ch = FileChannel.open(f)) { // open, fstat, close
+                        assertEquals(v1.length, ch.size());
+                    }
+                }
+                assertEquals(0, m.getattrRequests() - before, "GETATTRs for opens of an unchanged file");
+                assertArrayEquals(v1, Files.readAllBytes(f));
+                // (a read that reached Granary makes the kernel ask for atime at the next stat: not counted below)
+
+                writeAsOtherClient(other, "/sample", v2);
+                assertArrayEquals(v2, Files.readAllBytes(f), "close-to-open: the other client's new size and bytes");
+                assertTrue(m.getattrRequests() - before >= 1, "the changed file's attributes were asked for again");
+            } finally {
+                other.close();
+            }
+        });
+    }
+
+    /** A test body that runs while a client with the default configuration is mounted at {@code mnt}. */
+    @FunctionalInterface
+    private interface MountedBody {
+        void run(LocalCluster cluster, FuseMount m, Path mnt) throws Exception;
+    }
+
+    /** Runs {@code body} with a fresh cluster mounted at tmp/mnt; unmounts and closes everything after it. */
+    private void withMount(MountedBody body) throws Exception {
+        requireFuse();
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        try (LocalCluster cluster = new LocalCluster(tmp.resolve("cluster"))) {
+            GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+            try {
                 FuseMount m = FuseMount.mount(vfs, mnt, vfs.config());
                 try {
-                    Path f = mnt.resolve("sample");
-                    assertEquals(v1.length, Files.size(f)); // LOOKUP: the kernel holds these attributes now
-                    long before = m.getattrRequests();
-                    for (int i = 0; i < 3; i++) {
-                        try (FileChannel ch = FileChannel.open(f)) { // open, fstat, close
-                            assertEquals(v1.length, ch.size());
-                        }
-                    }
-                    assertEquals(0, m.getattrRequests() - before, "GETATTRs for opens of an unchanged file");
-                    assertArrayEquals(v1, Files.readAllBytes(f));
-                    // (a read that reached Granary makes the kernel ask for atime at the next stat: not counted below)
-
-                    writeAsOtherClient(other, "/sample", v2);
-                    assertArrayEquals(v2, Files.readAllBytes(f), "close-to-open: the other client's new size and bytes");
-                    assertTrue(m.getattrRequests() - before >= 1, "the changed file's attributes were asked for again");
+                    body.run(cluster, m, mnt);
                 } finally {
                     m.close();
                 }
             } finally {
-                other.close();
                 vfs.close();
             }
         }
