@@ -159,12 +159,7 @@ public class GranaryFuse extends PooledFuseFS {
     public int getattr(String nativePath, FileStat stat) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("getattr", path, c -> {
-            Attr a = vfs.getattr(c, path);
-            if (servingGetattr()) {
-                getattrRequests.increment();
-            }
-            kernelAttrs.replied(a);
-            fill(stat, a);
+            replyAttr(stat, vfs.getattr(c, path));
             return 0;
         });
     }
@@ -173,14 +168,21 @@ public class GranaryFuse extends PooledFuseFS {
     public int fgetattr(String nativePath, FileStat stat, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("fgetattr", path, c -> {
-            Attr a = vfs.fgetattr(c, fi.fh.get());
-            if (servingGetattr()) {
-                getattrRequests.increment();
-            }
-            kernelAttrs.replied(a);
-            fill(stat, a);
+            replyAttr(stat, vfs.fgetattr(c, fi.fh.get()));
             return 0;
         });
+    }
+
+    /**
+     * Fills the attribute reply {@code stat} with {@code a}, noting it in {@link KernelAttrs} (every
+     * attribute the kernel gets passes here) and counting it when it answers a GETATTR request.
+     */
+    private void replyAttr(FileStat stat, Attr a) {
+        if (servingGetattr()) {
+            getattrRequests.increment();
+        }
+        kernelAttrs.replied(a);
+        fill(stat, a);
     }
 
     @Override
