@@ -10,9 +10,12 @@ package dev.granary.oss;
  *                             ones are served by ranged GETs
  * @param executorThreads      threads running blocking S3 calls (the bounded executor)
  * @param maxMessageBytes      largest gRPC message accepted, bytes (a whole block must fit)
+ * @param diskCacheDir         folder of the read cache's local-disk tier, or null for none
+ * @param diskCacheMaxBytes    capacity of that tier in bytes (used only with a folder; then > 0)
  */
 public record OssConfig(String host, int port, long cacheMaxBytes, int maxCachedBlockBytes,
-                        int executorThreads, int maxMessageBytes) {
+                        int executorThreads, int maxMessageBytes, java.nio.file.Path diskCacheDir,
+                        long diskCacheMaxBytes) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1024 * 1024;
     /** Default cache capacity: 512 MiB. */
@@ -49,16 +52,25 @@ public record OssConfig(String host, int port, long cacheMaxBytes, int maxCached
         if (maxMessageBytes < MIB) {
             throw new IllegalArgumentException("OSS max message size must be at least 1 MiB, got " + maxMessageBytes);
         }
+        if (diskCacheDir != null && diskCacheMaxBytes <= 0) {
+            throw new IllegalArgumentException("OSS disk cache size must be > 0 bytes with a folder, got " + diskCacheMaxBytes);
+        }
     }
 
     /** Defaults (512 MiB cache, 16 MiB max cached block, 32 threads, 128 MiB messages) on host:port. */
     public static OssConfig defaults(String host, int port) {
         return new OssConfig(host, port, DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_CACHED_BLOCK_BYTES,
-                DEFAULT_EXECUTOR_THREADS, DEFAULT_MAX_MESSAGE_BYTES);
+                DEFAULT_EXECUTOR_THREADS, DEFAULT_MAX_MESSAGE_BYTES, null, 0);
     }
 
     /** This config with another cache capacity and largest cached block (bytes). */
     public OssConfig withCache(long newCacheMaxBytes, int newMaxCachedBlockBytes) {
-        return new OssConfig(host, port, newCacheMaxBytes, newMaxCachedBlockBytes, executorThreads, maxMessageBytes);
+        return new OssConfig(host, port, newCacheMaxBytes, newMaxCachedBlockBytes, executorThreads, maxMessageBytes,
+                diskCacheDir, diskCacheMaxBytes);
+    }
+
+    /** This config with a local-disk tier of {@code bytes} in {@code dir} (null: none). */
+    public OssConfig withDiskCache(java.nio.file.Path dir, long bytes) {
+        return new OssConfig(host, port, cacheMaxBytes, maxCachedBlockBytes, executorThreads, maxMessageBytes, dir, bytes);
     }
 }

@@ -20,7 +20,7 @@ class OssConfigTest {
         assertTrue(e.getMessage().contains("70000"));
         assertThrows(IllegalArgumentException.class, () -> OssConfig.defaults(" ", 1));
         assertThrows(IllegalArgumentException.class, () -> c.withCache(-1, 0));
-        assertThrows(IllegalArgumentException.class, () -> new OssConfig("h", 0, 1, 1, 0, 1 << 27));
+        assertThrows(IllegalArgumentException.class, () -> new OssConfig("h", 0, 1, 1, 0, 1 << 27, null, 0));
         assertThrows(IllegalArgumentException.class, () -> new BlockCache(-1, 1));
         assertThrows(IllegalArgumentException.class, () -> new OssClient(List.of("host:0")));
     }

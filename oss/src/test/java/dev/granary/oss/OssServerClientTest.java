@@ -234,6 +234,52 @@ class OssServerClientTest {
                 "two chunks cached: " + small.cache().weightedBytes());
     }
 
+    /**
+     * The read cache's local-disk tier against S3Proxy: with a memory cache smaller than the blocks
+     * read, a second pass costs no GET; an OSS restarted on the same folder serves them without S3;
+     * status reports the tier; a cache drop empties it (the next read is a GET again).
+     */
+    @Test
+    void theDiskTierServesWhatMemoryCannotHoldAndSurvivesARestart() throws Exception {
+        Path dir = tmp.resolve("disk-tier");
+        OssConfig cfg = OssConfig.defaults("127.0.0.1", 0).withCache(3L * MIB, 16 * MIB).withDiskCache(dir, 64L * MIB);
+        byte[][] blocks = new byte[8][];
+        for (int i = 0; i < blocks.length; i++) {
+            blocks[i] = random(MIB + 1000 * i, 40 + i);
+            osts.get(i % 2).put("disk/" + i, blocks[i]);
+        }
+        OssServer first = newServer(cfg, osts);
+        OssClient c = new OssClient(List.of(first.address()));
+        closers.add(c);
+        for (int round = 0; round < 2; round++) {
+            for (int i = 0; i < blocks.length; i++) {
+                assertArrayEquals(blocks[i], c.read(i % 2, "disk/" + i, 0, blocks[i].length).get(), "round " + round + " block " + i);
+            }
+            first.cache().disk().flush(10_000);
+        }
+        assertEquals(blocks.length, first.s3Gets(), "8 blocks (8.03 MiB) through a 3 MiB memory cache: one GET each");
+        assertTrue(first.cache().disk().hits() >= 4, "disk hits " + first.cache().disk().hits());
+        first.close();
+
+        Map<Integer, ObjectStore> fresh = newOsts();
+        OssServer second = newServer(cfg, fresh);
+        OssClient c2 = new OssClient(List.of(second.address()));
+        closers.add(c2);
+        for (int i = 0; i < blocks.length; i++) {
+            assertArrayEquals(blocks[i], c2.read(i % 2, "disk/" + i, 0, blocks[i].length).get());
+        }
+        assertEquals(0, second.s3Gets(), "restarted on the same folder: every block from disk");
+        OssStatusReply st = c2.status(second.address()).get();
+        assertTrue(st.getDiskCache());
+        assertEquals(blocks.length, st.getDiskCacheHits());
+        assertTrue(st.getDiskCacheBytes() > 8L * MIB, "disk bytes " + st.getDiskCacheBytes());
+
+        c2.dropCache(second.address()).get();
+        assertEquals(0, c2.status(second.address()).get().getDiskCacheBytes());
+        assertArrayEquals(blocks[3], c2.read(1, "disk/3", 0, blocks[3].length).get());
+        assertEquals(1, second.s3Gets(), "after a cache drop the block comes from S3");
+    }
+
     @Test
     void missingBlockIsFileNotFound() {
         Throwable t = failure(client.read(0, "no/such/block", 0, 10));

@@ -128,6 +128,35 @@ class CliBadInputTest {
         }
     }
 
+    /** A disk tier that cannot be created, or a size that is not one: one clear line each, exit 1, no stack trace. */
+    @Test
+    void ossDiskCacheInAFileOrWithABadSize() throws Exception {
+        Path file = Files.write(tmp.resolve("not-a-folder"), new byte[1]);
+        try (EmbeddedS3 s3 = EmbeddedS3.start(Files.createDirectories(tmp.resolve("s3")), 0, "k", "s")) {
+            s3.createBucket("granary");
+            Path conf = writeConfig(s3.endpoint().toString(), "k", "s");
+            GranaryConfig c = GranaryConfig.load(conf);
+            c.ossDiskCache = "1GiB";
+            c.ossDiskCacheDir = file.toString();
+            c.save(conf);
+            try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "oss", "-c", conf.toString(), "--id", "oss1")) {
+                assertEquals(1, g.waitFor(60), g.transcript());
+                assertEquals(1, g.errorLines().size(), g.transcript());
+                assertTrue(g.errorLines().get(0).contains("cannot start OSS oss1")
+                        && g.errorLines().get(0).contains("disk cache folder " + file.resolve("oss1") + " is not usable: Not a directory"), g.transcript());
+                assertFalse(g.transcript().contains("\tat "), "no stack trace\n" + g.transcript());
+            }
+            c.ossDiskCache = "lots";
+            c.save(conf);
+            try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "oss", "-c", conf.toString(), "--id", "oss1")) {
+                assertEquals(1, g.waitFor(60), g.transcript());
+                assertEquals(1, g.errorLines().size(), g.transcript());
+                assertTrue(g.errorLines().get(0).contains("lots"), g.transcript());
+                assertFalse(g.transcript().contains("\tat "), "no stack trace\n" + g.transcript());
+            }
+        }
+    }
+
     private Path writeConfig(String endpoint, String access, String secret) throws Exception {
         GranaryConfig c = GranaryConfig.localDefault(tmp.resolve("data"), tmp.resolve("mnt"), MiniCluster.freeBase());
         c.s3.endpoint = endpoint;

@@ -2,6 +2,7 @@ package dev.granary.tests;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -47,6 +48,7 @@ class SeparateProcessesTest {
             cfg.osts.add(new GranaryConfig.Ost(0, "train-data", "ost0/"));
             cfg.osts.add(new GranaryConfig.Ost(1, "train-data", "ost1/"));
             cfg.client.mount = mnt.toString();
+            cfg.ossDiskCache = "64MiB"; // the read cache's local-disk tier, in <data_dir>/oss-cache/oss1
             Path conf = tmp.resolve("granary.yaml");
             cfg.save(conf);
 
@@ -73,7 +75,8 @@ class SeparateProcessesTest {
                 assertTrue(out.contains("MDS mds1  127.0.0.1:" + (base + 61) + "  LEADER  term "), out);
                 // The OSS line carries its read cache and S3 counters: the file above was written
                 // through it (3 blocks, cached write-through), so nothing was read from S3.
-                assertTrue(out.matches("(?s).*OSS 127\\.0\\.0\\.1:" + (base + 71) + "  cache [0-9.]+ MiB  hits [0-9]+  misses 0  S3 GETs 0  PUTs 3.*"), out);
+                assertTrue(out.matches("(?s).*OSS 127\\.0\\.0\\.1:" + (base + 71)
+                        + "  cache [0-9.]+ MiB  hits [0-9]+  misses 0  disk cache 0 B  disk hits 0  S3 GETs 0  PUTs 3.*"), out);
             }
             try (GranaryProcess drop = GranaryProcess.start(tmp, Map.of(), "cache", "drop", "-c", conf.toString())) {
                 assertEquals(0, drop.waitFor(120), drop.transcript());
@@ -84,7 +87,22 @@ class SeparateProcessesTest {
             try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
                 assertEquals(0, status.waitFor(120), status.transcript());
                 String out = String.join("\n", status.out);
-                assertTrue(out.contains("S3 GETs 3  PUTs 3"), out);
+                assertTrue(out.contains("disk hits 0  S3 GETs 3  PUTs 3"), out);
+            }
+            // The blocks read from S3 were copied to the disk tier: an OSS restarted on it serves them
+            // without S3 (its counters start at 0), and the mount reconnects to it by itself.
+            oss.process.destroy(); // SIGTERM
+            oss.waitFor(60);
+            assertFalse(oss.process.isAlive(), oss.transcript());
+            GranaryProcess oss2 = GranaryProcess.start(tmp, Map.of(), "oss", "-c", conf.toString(), "--id", "oss1");
+            procs.add(oss2);
+            assertTrue(oss2.awaitLine("granary oss oss1 serving", 120), oss2.transcript());
+            Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
+            assertArrayEquals(data, Files.readAllBytes(mnt.resolve("shards/000.bin")), "read again through the restarted OSS");
+            try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
+                assertEquals(0, status.waitFor(120), status.transcript());
+                String out = String.join("\n", status.out);
+                assertTrue(out.matches("(?s).*disk cache 9\\.[0-9]+ MiB  disk hits 3  S3 GETs 0  PUTs 0.*"), out);
             }
             // The data is in the bucket given by URL, under both OST prefixes (4 MiB stripes, 2 OSTs).
             try (Stream<Path> s = Files.walk(s3.bucketDir("train-data"))) {

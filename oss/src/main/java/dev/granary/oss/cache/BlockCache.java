@@ -31,6 +31,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * into a single GET, which runs on the thread of the first reader (so a bounded executor cannot
  * deadlock on its own loads).
  *
+ * <p>With a {@link DiskTier} (the optional local-disk cache), a miss looks there before S3 (a small
+ * read also takes a whole block the disk holds), and what is fetched from S3 is copied there in the
+ * background. Blocks just written ({@link #put}) go to memory only.
+ *
  * <p>Blocks are immutable (written once under a fresh key), so entries never go stale; they are
  * dropped on delete ({@link #invalidate}) or eviction.
  */
@@ -60,6 +64,8 @@ public final class BlockCache {
     private final int maxCachedBlockBytes;
     private final int chunkBytes;
     private final AsyncCache<Key, Entry> cache;
+    /** The second tier on a local disk, or null. */
+    private final DiskTier disk;
     private final AtomicLong hits = new AtomicLong();
     private final AtomicLong misses = new AtomicLong();
 
@@ -79,6 +85,17 @@ public final class BlockCache {
      * @throws IllegalArgumentException on negative sizes or a chunk smaller than 4 KiB
      */
     public BlockCache(long maxBytes, int maxCachedBlockBytes, int chunkBytes) {
+        this(maxBytes, maxCachedBlockBytes, chunkBytes, null);
+    }
+
+    /**
+     * A cache whose misses look in {@code disk} before S3, and which copies what it fetches from S3
+     * there (in the background): the optional local-disk tier for datasets larger than memory.
+     *
+     * @param disk the second tier, or null for none (it is closed by its owner, not by this cache)
+     * @throws IllegalArgumentException on negative sizes or a chunk smaller than 4 KiB
+     */
+    public BlockCache(long maxBytes, int maxCachedBlockBytes, int chunkBytes, DiskTier disk) {
         if (maxBytes < 0 || maxCachedBlockBytes < 0) {
             throw new IllegalArgumentException("block cache sizes must be >= 0, got max=" + maxBytes
                     + " maxCachedBlock=" + maxCachedBlockBytes);
@@ -89,6 +106,7 @@ public final class BlockCache {
         this.maxBytes = maxBytes;
         this.maxCachedBlockBytes = maxCachedBlockBytes;
         this.chunkBytes = chunkBytes;
+        this.disk = disk;
         this.cache = Caffeine.newBuilder()
                 .maximumWeight(maxBytes)
                 .weigher((Key k, Entry e) -> e.data.length + ENTRY_OVERHEAD + 2 * k.key.length())
@@ -198,7 +216,13 @@ public final class BlockCache {
         }
         if (length <= chunkBytes) {
             byte[] hit = readIfCached(ost, key, offset, length, copy);
-            return hit != null ? hit : readChunks(ost, store, key, offset, length);
+            if (hit != null) {
+                return hit;
+            }
+            if (disk == null || offset + length > maxCachedBlockBytes || !disk.contains(ost, key, -1)) {
+                return readChunks(ost, store, key, offset, length);
+            }
+            // the disk holds the whole block: load it as a large read would
         }
         if (offset + length > maxCachedBlockBytes) {
             return store.get(key, offset, length);
@@ -212,8 +236,17 @@ public final class BlockCache {
         if (mine[0]) {
             misses.incrementAndGet();
             try {
-                byte[] probe = store.get(key, 0, maxCachedBlockBytes + 1);
-                f.complete(new Entry(probe, probe.length <= maxCachedBlockBytes, null));
+                DiskTier.Piece onDisk = disk == null ? null : disk.get(ost, key, -1);
+                if (onDisk != null) {
+                    f.complete(new Entry(onDisk.data(), true, null));
+                } else {
+                    byte[] probe = store.get(key, 0, maxCachedBlockBytes + 1);
+                    boolean whole = probe.length <= maxCachedBlockBytes;
+                    f.complete(new Entry(probe, whole, null));
+                    if (whole && disk != null) {
+                        disk.putAsync(ost, key, -1, probe, true);
+                    }
+                }
             } catch (RuntimeException e) {
                 // remove first, then complete normally: a failed future would make Caffeine log a
                 // warning for every missing block
@@ -261,8 +294,24 @@ public final class BlockCache {
             mine[1] = true;
             return new CompletableFuture<>();
         });
-        if (mine[0] || mine[1]) {
+        boolean fromDisk = false;
+        if (disk != null) {
+            if (mine[0] && fromDisk(ost, key, c0, f0)) {
+                mine[0] = false;
+                fromDisk = true;
+            }
+            if (mine[1] && c1 != c0 && fromDisk(ost, key, c1, f1)) {
+                mine[1] = false;
+                fromDisk = true;
+            }
+        }
+        if (fromDisk) {
             misses.incrementAndGet();
+        }
+        if (mine[0] || mine[1]) {
+            if (!fromDisk) {
+                misses.incrementAndGet();
+            }
             long from = (mine[0] ? c0 : c1) * chunkBytes;
             long to = (mine[1] || c1 == c0 ? c1 + 1 : c0 + 1) * chunkBytes + (mine[0] && c0 == 0 ? 1 : 0);
             try {
@@ -270,12 +319,20 @@ public final class BlockCache {
                 if (mine[0]) {
                     int n = (int) Math.min(got.length, chunkBytes);
                     boolean whole = c0 == 0 && got.length <= chunkBytes;
-                    f0.complete(new Entry(n == got.length ? got : Arrays.copyOf(got, n), whole, null));
+                    byte[] data = n == got.length ? got : Arrays.copyOf(got, n);
+                    f0.complete(new Entry(data, whole, null));
+                    if (disk != null) {
+                        disk.putAsync(ost, key, c0, data, whole);
+                    }
                 }
                 if (mine[1] && c1 != c0) {
                     int skip = mine[0] ? chunkBytes : 0;
                     int n = Math.max(0, Math.min(got.length - skip, chunkBytes));
-                    f1.complete(new Entry(Arrays.copyOfRange(got, skip, skip + n), false, null));
+                    byte[] data = Arrays.copyOfRange(got, skip, skip + n);
+                    f1.complete(new Entry(data, false, null));
+                    if (disk != null) {
+                        disk.putAsync(ost, key, c1, data, false);
+                    }
                 }
             } catch (RuntimeException e) {
                 // remove first, then complete normally (see read): waiters get the error once
@@ -289,7 +346,7 @@ public final class BlockCache {
                 }
                 throw e;
             }
-        } else {
+        } else if (!fromDisk) {
             hits.incrementAndGet();
         }
         Entry a = await(f0, key, ost);
@@ -298,6 +355,16 @@ public final class BlockCache {
         }
         Entry b = c1 == c0 ? a : await(f1, key, ost);
         return fromChunks(c0, a.data, b.data, offset, length);
+    }
+
+    /** Completes {@code f} (a chunk this reader loads) from the disk tier when it holds the chunk. */
+    private boolean fromDisk(int ost, String key, long chunk, CompletableFuture<Entry> f) {
+        DiskTier.Piece p = disk.get(ost, key, chunk);
+        if (p == null) {
+            return false;
+        }
+        f.complete(new Entry(p.data(), p.whole(), null));
+        return true;
     }
 
     /** The entry {@code f} completes with; a load's failure is rethrown to every waiter. */
@@ -337,20 +404,30 @@ public final class BlockCache {
     /** Drops block {@code key} of OST {@code ost} (after a delete). */
     public void invalidate(int ost, String key) {
         cache.synchronous().invalidate(new Key(ost, key));
+        if (disk != null) {
+            disk.invalidate(ost, key, -1);
+        }
         // Chunks of the first maxCachedBlockBytes: a block's chunks beyond (blocks larger than any
         // cached whole) are never read again once it is deleted, and age out by eviction.
         long chunks = Math.max(1, ((long) maxCachedBlockBytes + chunkBytes - 1) / chunkBytes);
         for (long c = 0; c < chunks; c++) {
             cache.synchronous().invalidate(new Key(ost, key, c));
+            if (disk != null) {
+                disk.invalidate(ost, key, c);
+            }
         }
     }
 
     /**
-     * Drops every cached block (reads in flight finish and are not cached again by this call).
+     * Drops every cached block, in memory and on the disk tier (reads in flight finish and are not
+     * cached again by this call).
      *
-     * @return the bytes held before, as {@link #weightedBytes()} counts them
+     * @return the bytes held in memory before, as {@link #weightedBytes()} counts them
      */
     public long invalidateAll() {
+        if (disk != null) {
+            disk.invalidateAll();
+        }
         cache.synchronous().cleanUp();
         long before = weightedBytes();
         cache.synchronous().invalidateAll();
@@ -368,9 +445,17 @@ public final class BlockCache {
         return hits.get();
     }
 
-    /** Reads that fetched from S3: a block, the probe of a large block, or the chunks of a small read. */
+    /**
+     * Reads not answered from memory, which fetched from the disk tier or S3: a block, the probe of a
+     * large block, or the chunks of a small read.
+     */
     public long misses() {
         return misses.get();
+    }
+
+    /** The local-disk tier, or null when there is none. */
+    public DiskTier disk() {
+        return disk;
     }
 
     /** Capacity in bytes. */

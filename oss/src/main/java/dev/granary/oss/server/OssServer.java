@@ -6,6 +6,7 @@ import dev.granary.objbacker.ObjectStoreException;
 import dev.granary.objbacker.RequestCounters;
 import dev.granary.oss.OssConfig;
 import dev.granary.oss.cache.BlockCache;
+import dev.granary.oss.cache.DiskTier;
 import dev.granary.oss.proto.DeleteBlocksReply;
 import dev.granary.oss.proto.DeleteBlocksRequest;
 import dev.granary.oss.proto.DropCacheReply;
@@ -57,13 +58,15 @@ public final class OssServer implements AutoCloseable {
     private final OssConfig config;
     private final Map<Integer, ObjectStore> osts;
     private final BlockCache cache;
+    private final DiskTier disk;
     private final ThreadPoolExecutor executor;
     private final Server server;
 
     private OssServer(OssConfig config, Map<Integer, ObjectStore> osts) {
         this.config = config;
         this.osts = Map.copyOf(osts);
-        this.cache = new BlockCache(config.cacheMaxBytes(), config.maxCachedBlockBytes());
+        this.disk = config.diskCacheDir() == null ? null : DiskTier.open(config.diskCacheDir(), config.diskCacheMaxBytes());
+        this.cache = new BlockCache(config.cacheMaxBytes(), config.maxCachedBlockBytes(), BlockCache.DEFAULT_CHUNK_BYTES, disk);
         AtomicInteger n = new AtomicInteger();
         this.executor = new ThreadPoolExecutor(config.executorThreads(), config.executorThreads(), 60, TimeUnit.SECONDS,
                 new ArrayBlockingQueue<>(QUEUE_CAPACITY), r -> {
@@ -101,6 +104,9 @@ public final class OssServer implements AutoCloseable {
             s.server.start();
         } catch (IOException e) {
             s.executor.shutdownNow();
+            if (s.disk != null) {
+                s.disk.close();
+            }
             throw new UncheckedIOException("OSS cannot listen on " + config.host() + ":" + config.port() + ": " + e.getMessage(), e);
         }
         LOG.info("OSS serving OSTs {} on {}:{}", new TreeMap<>(s.osts).keySet(), config.host(), s.port());
@@ -132,7 +138,10 @@ public final class OssServer implements AutoCloseable {
         return osts.values().stream().map(ObjectStore::counters).mapToLong((RequestCounters c) -> c.puts.get()).sum();
     }
 
-    /** Stops accepting calls, waits up to 5 s for running ones, then stops the executor. */
+    /**
+     * Stops accepting calls, waits up to 5 s for running ones, then stops the executor and the disk
+     * tier's writer (after the pieces it has queued).
+     */
     @Override
     public void close() {
         server.shutdown();
@@ -146,6 +155,9 @@ public final class OssServer implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         executor.shutdownNow();
+        if (disk != null) {
+            disk.close();
+        }
     }
 
     private ObjectStore store(int ost) {
@@ -286,14 +298,17 @@ public final class OssServer implements AutoCloseable {
         @Override
         public void status(OssStatusRequest req, StreamObserver<OssStatusReply> out) {
             cache.cleanUp();
-            out.onNext(OssStatusReply.newBuilder()
+            OssStatusReply.Builder b = OssStatusReply.newBuilder()
                     .addAllOsts(new TreeMap<>(osts).keySet())
                     .setCacheBytes(cache.weightedBytes())
                     .setCacheHits(cache.hits())
                     .setCacheMisses(cache.misses())
                     .setS3Gets(s3Gets())
-                    .setS3Puts(s3Puts())
-                    .build());
+                    .setS3Puts(s3Puts());
+            if (disk != null) {
+                b.setDiskCache(true).setDiskCacheBytes(disk.weightedBytes()).setDiskCacheHits(disk.hits());
+            }
+            out.onNext(b.build());
             out.onCompleted();
         }
     }

@@ -59,7 +59,8 @@ public final class StatusCommand implements Callable<Integer> {
         try {
             OssStatusReply r = client.status(address).join();
             return "cache " + Sizes.format(r.getCacheBytes()) + "  hits " + r.getCacheHits() + "  misses "
-                    + r.getCacheMisses() + "  S3 GETs " + r.getS3Gets() + "  PUTs " + r.getS3Puts();
+                    + r.getCacheMisses() + (r.getDiskCache() ? "  disk cache " + Sizes.format(r.getDiskCacheBytes()) + "  disk hits "
+                    + r.getDiskCacheHits() : "") + "  S3 GETs " + r.getS3Gets() + "  PUTs " + r.getS3Puts();
         } catch (CompletionException e) {
             return "(unreachable: " + Nodes.rootMessage(e) + ")";
         }

@@ -161,12 +161,23 @@ public final class Nodes {
         Map<Integer, ObjectStore> osts = openOsts(cfg);
         OssConfig oc = OssConfig.defaults(addr.getHostString(), addr.getPort())
                 .withCache(cacheBytes, OssConfig.DEFAULT_MAX_CACHED_BLOCK_BYTES);
+        long disk = Sizes.parseBytes(cfg.ossDiskCache);
+        if (disk > 0) {
+            oc = oc.withDiskCache(diskCacheDir(cfg, id), disk);
+        }
         try {
             return OssServer.start(oc, osts);
         } catch (RuntimeException e) {
             osts.values().forEach(ObjectStore::close);
             throw new UserError("cannot start OSS " + id + " on " + n.address + ": " + rootMessage(e), e);
         }
+    }
+
+    /** The folder of OSS {@code id}'s disk tier: {@code oss_disk_cache_dir} (or {@code <data_dir>/oss-cache}) / id. */
+    public static java.nio.file.Path diskCacheDir(GranaryConfig cfg, String id) {
+        String base = cfg.ossDiskCacheDir == null || cfg.ossDiskCacheDir.isBlank()
+                ? java.nio.file.Path.of(cfg.dataDir, "oss-cache").toString() : cfg.ossDiskCacheDir;
+        return java.nio.file.Path.of(base, id);
     }
 
     /** A namespace client over Raft to the config's MDS peers. */

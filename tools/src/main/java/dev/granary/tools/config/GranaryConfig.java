@@ -31,6 +31,13 @@ public final class GranaryConfig {
     public List<Node> oss = new ArrayList<>();
     /** OSS shared read cache size, e.g. "512MiB". */
     public String ossCache = "512MiB";
+    /**
+     * Size of each OSS's local-disk tier of the read cache (for datasets larger than memory), e.g.
+     * "200GiB"; "0" (the default) for none.
+     */
+    public String ossDiskCache = "0";
+    /** Folder of the disk tiers (each OSS uses a subfolder named by its id); empty: {@code <data_dir>/oss-cache}. */
+    public String ossDiskCacheDir = "";
     /** The S3 endpoint the OSSes use; credentials are read by OSSes only. */
     public S3 s3 = new S3();
     /** The OSTs: one bucket (+ prefix) each on the S3 endpoint. */
@@ -185,6 +192,7 @@ public final class GranaryConfig {
         long inlineMax;
         try {
             Sizes.parseBytes(ossCache);
+            Sizes.parseBytes(ossDiskCache);
             Sizes.parseBytes(s3.multipartThreshold);
             Sizes.parseDuration(client.attrTimeout);
             Sizes.parseBytes(client.maxDirty);
