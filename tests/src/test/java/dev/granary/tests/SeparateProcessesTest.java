@@ -29,6 +29,14 @@ class SeparateProcessesTest {
     @TempDir
     Path tmp;
 
+    /** The output of {@code granary status -c conf}, which must exit 0. */
+    private String status(Path conf) throws Exception {
+        try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
+            assertEquals(0, status.waitFor(120), status.transcript());
+            return String.join("\n", status.out);
+        }
+    }
+
     @Test
     void mdsOssAndMountAsSeparateProcessesFromOneConfig() throws Exception {
         MiniCluster.assumeFuseDevice();
@@ -68,27 +76,21 @@ class SeparateProcessesTest {
             Files.write(mnt.resolve("shards/000.bin"), data);
             assertArrayEquals(data, Files.readAllBytes(mnt.resolve("shards/000.bin")));
 
-            try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
-                assertEquals(0, status.waitFor(120), status.transcript());
-                String out = String.join("\n", status.out);
-                assertTrue(out.contains("OST 0") && out.contains("OST 1") && out.contains("127.0.0.1:" + (base + 71)), out);
-                assertTrue(out.contains("MDS mds1  127.0.0.1:" + (base + 61) + "  LEADER  term "), out);
-                // The OSS line carries its read cache and S3 counters: the file above was written
-                // through it (3 blocks, cached write-through), so nothing was read from S3.
-                assertTrue(out.matches("(?s).*OSS 127\\.0\\.0\\.1:" + (base + 71)
-                        + "  cache [0-9.]+ MiB  hits [0-9]+  misses 0  disk cache 0 B  disk hits 0  S3 GETs 0  PUTs 3.*"), out);
-            }
+            String out = status(conf);
+            assertTrue(out.contains("OST 0") && out.contains("OST 1") && out.contains("127.0.0.1:" + (base + 71)), out);
+            assertTrue(out.contains("MDS mds1  127.0.0.1:" + (base + 61) + "  LEADER  term "), out);
+            // The OSS line carries its read cache and S3 counters: the file above was written
+            // through it (3 blocks, cached write-through), so nothing was read from S3.
+            assertTrue(out.matches("(?s).*OSS 127\\.0\\.0\\.1:" + (base + 71)
+                    + "  cache [0-9.]+ MiB  hits [0-9]+  misses 0  disk cache 0 B  disk hits 0  S3 GETs 0  PUTs 3.*"), out);
             try (GranaryProcess drop = GranaryProcess.start(tmp, Map.of(), "cache", "drop", "-c", conf.toString())) {
                 assertEquals(0, drop.waitFor(120), drop.transcript());
                 assertTrue(String.join("\n", drop.out).matches("(?s)\\s*OSS 127\\.0\\.0\\.1:" + (base + 71) + "  dropped [0-9.]+ MiB\\s*"), drop.transcript());
             }
             Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
             assertArrayEquals(data, Files.readAllBytes(mnt.resolve("shards/000.bin")), "read again from S3 after the drop");
-            try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
-                assertEquals(0, status.waitFor(120), status.transcript());
-                String out = String.join("\n", status.out);
-                assertTrue(out.contains("disk hits 0  S3 GETs 3  PUTs 3"), out);
-            }
+            String out2 = status(conf);
+            assertTrue(out2.contains("disk hits 0  S3 GETs 3  PUTs 3"), out2);
             // The blocks read from S3 were copied to the disk tier: an OSS restarted on it serves them
             // without S3 (its counters start at 0), and the mount reconnects to it by itself.
             oss.process.destroy(); // SIGTERM
@@ -99,11 +101,8 @@ class SeparateProcessesTest {
             assertTrue(oss2.awaitLine("granary oss oss1 serving", 120), oss2.transcript());
             Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
             assertArrayEquals(data, Files.readAllBytes(mnt.resolve("shards/000.bin")), "read again through the restarted OSS");
-            try (GranaryProcess status = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
-                assertEquals(0, status.waitFor(120), status.transcript());
-                String out = String.join("\n", status.out);
-                assertTrue(out.matches("(?s).*disk cache 9\\.[0-9]+ MiB  disk hits 3  S3 GETs 0  PUTs 0.*"), out);
-            }
+            String out3 = status(conf);
+            assertTrue(out3.matches("(?s).*disk cache 9\\.[0-9]+ MiB  disk hits 3  S3 GETs 0  PUTs 0.*"), out3);
             // The data is in the bucket given by URL, under both OST prefixes (4 MiB stripes, 2 OSTs).
             try (Stream<Path> s = Files.walk(s3.bucketDir("train-data"))) {
                 List<String> blocks = s.filter(Files::isRegularFile).map(p -> s3.bucketDir("train-data").relativize(p).toString()).toList();
