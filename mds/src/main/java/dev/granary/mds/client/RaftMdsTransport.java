@@ -20,8 +20,12 @@ import java.util.Objects;
  * apply); the write may or may not have been applied in the first case.
  */
 public final class RaftMdsTransport implements MdsTransport {
+    /** Raft reads in flight at most per transport; reads arriving meanwhile are batched ({@link ReadCombiner}). */
+    static final int READS_IN_FLIGHT = 1;
+
     private final RaftKvClient client;
     private final boolean ownsClient;
+    private final ReadCombiner reads = new ReadCombiner(this::readOnce, READS_IN_FLIGHT);
 
     /** Uses {@code client}; closes it on {@link #close()} when {@code ownsClient}. */
     public RaftMdsTransport(RaftKvClient client, boolean ownsClient) {
@@ -44,9 +48,22 @@ public final class RaftMdsTransport implements MdsTransport {
         }
     }
 
-    /** {@inheritDoc} @throws FsException EIO when the group is unavailable or refuses the request */
+    /**
+     * {@inheritDoc} Concurrent reads of several threads share Raft reads ({@link ReadCombiner}).
+     *
+     * @throws FsException EIO when the group is unavailable or refuses the request
+     */
     @Override
     public MdsResponse read(MdsRequest request) {
+        return reads.read(request);
+    }
+
+    /** Reads that went out in batches with other threads' reads, and those batches (tests, status). */
+    public long[] batchedReads() {
+        return new long[] {reads.batchedReads(), reads.batches()};
+    }
+
+    private MdsResponse readOnce(MdsRequest request) {
         try {
             return parse(client.read(request.toByteArray()));
         } catch (RaftUnavailableException | RaftStateMachineException e) {

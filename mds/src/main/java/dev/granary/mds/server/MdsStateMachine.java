@@ -72,7 +72,11 @@ public final class MdsStateMachine implements KvApplier {
         }
     }
 
-    /** Answers a read-only request at the current epoch; a mutation sent here gets EINVAL. */
+    /**
+     * Answers a read-only request at the current epoch; a mutation sent here gets EINVAL. A
+     * {@code batch_read} is answered with one response per request, in order, each with its own
+     * status (one failing read does not fail the others); a batch inside a batch gets EINVAL.
+     */
     @Override
     public byte[] query(byte[] request, KvReader reader) {
         MdsRequest r;
@@ -81,10 +85,25 @@ public final class MdsStateMachine implements KvApplier {
         } catch (InvalidProtocolBufferException e) {
             return error(Status.EINVAL, "malformed MdsRequest: " + e.getMessage());
         }
+        Namespace ns = Namespace.readOnly(reader);
+        if (r.getOpCase() == MdsRequest.OpCase.BATCH_READ) {
+            MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
+            for (MdsRequest one : r.getBatchRead().getRequestsList()) {
+                out.addBatch(queryOne(ns, one));
+            }
+            return out.build().toByteArray();
+        }
+        return queryOne(ns, r).toByteArray();
+    }
+
+    private static MdsResponse queryOne(Namespace ns, MdsRequest r) {
         try {
-            return dispatch(Namespace.readOnly(reader), r, false).toByteArray();
+            if (r.getOpCase() == MdsRequest.OpCase.BATCH_READ) {
+                throw new FsException(Status.EINVAL, "a batch_read inside a batch_read");
+            }
+            return dispatch(ns, r, false);
         } catch (FsException e) {
-            return error(e.status(), message(e));
+            return MdsResponse.newBuilder().setStatus(e.status()).setMessage(message(e)).build();
         }
     }
 

@@ -57,4 +57,55 @@ class RaftMdsTest {
             assertTrue(server.isRunning());
         }
     }
+
+    /**
+     * Eight threads reading through one client (lookups of existing and missing names, getattrs)
+     * share Raft reads: some go out in batches, and every thread gets the answer to its own read.
+     */
+    @Test
+    void concurrentReadsShareRaftReadsAndEachGetsItsOwnAnswer() throws Exception {
+        List<PeerSpec> peers = List.of(new PeerSpec("m0", "127.0.0.1:" + freePort()));
+        RaftServerConfig cfg = RaftServerConfig.of("m0", peers, "mds-test", tmp.resolve("m0"))
+                .withElectionTimeouts(Duration.ofMillis(300), Duration.ofMillis(600));
+        Caller root = Caller.getDefaultInstance();
+        try (MdsServer server = MdsServer.start(cfg);
+             RaftMdsTransport transport = RaftMdsTransport.connect("mds-test", peers);
+             MdsClient mds = new MdsClient(transport)) {
+            long d = mds.mkdir(root, MdsClient.ROOT_INO, b("d"), 0755).getIno();
+            long[] inos = new long[40];
+            for (int i = 0; i < inos.length; i++) {
+                inos[i] = mds.create(root, d, b("f" + i), 0644, true).getIno();
+            }
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(8);
+            try {
+                List<java.util.concurrent.Future<Integer>> done = new java.util.ArrayList<>();
+                for (int t = 0; t < 8; t++) {
+                    int seed = t;
+                    done.add(pool.submit(() -> {
+                        java.util.Random rnd = new java.util.Random(seed);
+                        for (int k = 0; k < 150; k++) {
+                            int i = rnd.nextInt(inos.length + 10);
+                            if (i >= inos.length) {
+                                FsException e = assertThrows(FsException.class, () -> mds.lookup(root, d, b("f" + i)));
+                                assertEquals(Status.ENOENT, e.status());
+                            } else if (k % 2 == 0) {
+                                assertEquals(inos[i], mds.lookup(root, d, b("f" + i)).getIno());
+                            } else {
+                                assertEquals(inos[i], mds.getattr(root, inos[i]).getIno());
+                            }
+                        }
+                        return 150;
+                    }));
+                }
+                for (var f : done) {
+                    assertEquals(150, f.get(120, java.util.concurrent.TimeUnit.SECONDS));
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+            long[] batched = transport.batchedReads();
+            System.out.println("RaftMdsTest: 1,200 reads from 8 threads; " + batched[0] + " of them went out in " + batched[1] + " batches");
+            assertTrue(batched[0] > batched[1] && batched[1] > 0, "reads were combined: " + batched[0] + " in " + batched[1]);
+        }
+    }
 }

@@ -1,0 +1,189 @@
+package dev.granary.mds.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.mds.FsException;
+import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.GetAttrRequest;
+import dev.granary.mds.proto.LookupRequest;
+import dev.granary.mds.proto.MdsRequest;
+import dev.granary.mds.proto.MdsResponse;
+import dev.granary.mds.proto.Status;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * ReadCombiner's logic over a scripted sender (who sends what, in which batch), and the MDS's answer
+ * to a batch_read through the local transport. RaftMdsTest runs it through real Ratis.
+ */
+class ReadCombinerTest {
+    @TempDir
+    Path tmp;
+
+    private static MdsRequest getattr(long ino) {
+        return MdsRequest.newBuilder().setGetattr(GetAttrRequest.newBuilder().setIno(ino)).build();
+    }
+
+    /** Answers getattr(ino) with attr.ino = ino, ino 13 with ENOENT; a batch request by request. */
+    private static MdsResponse answer(MdsRequest r) {
+        if (r.hasBatchRead()) {
+            MdsResponse.Builder b = MdsResponse.newBuilder().setStatus(Status.OK);
+            r.getBatchRead().getRequestsList().forEach(one -> b.addBatch(answer(one)));
+            return b.build();
+        }
+        long ino = r.getGetattr().getIno();
+        return ino == 13 ? MdsResponse.newBuilder().setStatus(Status.ENOENT).build()
+                : MdsResponse.newBuilder().setStatus(Status.OK).setAttr(Attr.newBuilder().setIno(ino)).build();
+    }
+
+    @Test
+    void aLoneReadGoesOutAloneAndReadsQueuedBehindItGoOutAsOneBatchSentByTheFirstOfThem() throws Exception {
+        List<MdsRequest> sent = new ArrayList<>();
+        List<String> senders = new ArrayList<>();
+        CountDownLatch firstInFlight = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        Function<MdsRequest, MdsResponse> send = r -> {
+            synchronized (sent) {
+                sent.add(r);
+                senders.add(Thread.currentThread().getName());
+            }
+            if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
+                firstInFlight.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }
+            return answer(r);
+        };
+        ReadCombiner c = new ReadCombiner(send, 1);
+        assertEquals(7, c.read(getattr(7)).getAttr().getIno());
+        assertEquals(List.of(getattr(7)), sent, "a lone read: sent as it is");
+
+        ExecutorService pool = Executors.newFixedThreadPool(6, r -> new Thread(r, "reader-" + System.nanoTime()));
+        try {
+            Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
+            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            List<Future<MdsResponse>> later = new ArrayList<>();
+            for (long ino : new long[] {2, 3, 13, 4, 5}) {
+                later.add(pool.submit(() -> c.read(getattr(ino))));
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (queued(c) < 5 && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+            assertEquals(5, queued(c), "five reads wait behind the one in flight");
+            release.countDown();
+            assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
+            long[] want = {2, 3, 13, 4, 5};
+            for (int i = 0; i < 5; i++) {
+                MdsResponse got = later.get(i).get(10, TimeUnit.SECONDS);
+                if (want[i] == 13) {
+                    assertEquals(Status.ENOENT, got.getStatus(), "an error status reaches only its own caller");
+                } else {
+                    assertEquals(Status.OK, got.getStatus());
+                    assertEquals(want[i], got.getAttr().getIno());
+                }
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(3, sent.size(), sent.toString());
+        MdsRequest batch = sent.get(2);
+        assertTrue(batch.hasBatchRead());
+        assertEquals(5, batch.getBatchRead().getRequestsCount());
+        assertEquals(List.of(2L, 3L, 4L, 5L, 13L),
+                batch.getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).sorted().toList());
+        assertTrue(!senders.get(2).equals(senders.get(1)), "the batch is sent by a queued reader, not by the thread whose read returned");
+        assertEquals(5, c.batchedReads());
+        assertEquals(1, c.batches());
+    }
+
+    @Test
+    void aTransportFailureFailsEveryReadOfItsBatch() throws Exception {
+        CountDownLatch firstInFlight = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        FsException down = new FsException(Status.EIO, "MDS read failed: no leader");
+        Function<MdsRequest, MdsResponse> send = r -> {
+            if (r.hasBatchRead()) {
+                throw down;
+            }
+            firstInFlight.countDown();
+            try {
+                release.await();
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+            return answer(r);
+        };
+        ReadCombiner c = new ReadCombiner(send, 1);
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try {
+            Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
+            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            List<Future<MdsResponse>> later = new ArrayList<>();
+            for (long ino = 2; ino <= 4; ino++) {
+                long i = ino;
+                later.add(pool.submit(() -> c.read(getattr(i))));
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (queued(c) < 3 && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+            release.countDown();
+            assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
+            for (Future<MdsResponse> f : later) {
+                var e = assertThrows(java.util.concurrent.ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+                assertSame(down, e.getCause());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        // the combiner is usable again
+        assertEquals(Status.OK, c.read(getattr(9)).getStatus());
+    }
+
+    @Test
+    void theMdsAnswersABatchReadRequestByRequest() {
+        try (LocalMdsTransport t = LocalMdsTransport.open(tmp.resolve("db")); MdsClient mds = new MdsClient(t)) {
+            long d = mds.mkdir(LocalMdsTransportTest.ROOT, MdsClient.ROOT_INO, "d".getBytes(StandardCharsets.UTF_8), 0755).getIno();
+            MdsRequest lookupD = MdsRequest.newBuilder().setLookup(LookupRequest.newBuilder().setParent(MdsClient.ROOT_INO)
+                    .setName(com.google.protobuf.ByteString.copyFromUtf8("d"))).build();
+            MdsRequest lookupMissing = MdsRequest.newBuilder().setLookup(LookupRequest.newBuilder().setParent(MdsClient.ROOT_INO)
+                    .setName(com.google.protobuf.ByteString.copyFromUtf8("missing"))).build();
+            MdsRequest nested = MdsRequest.newBuilder().setBatchRead(dev.granary.mds.proto.BatchReadRequest.newBuilder().addRequests(lookupD)).build();
+            MdsRequest mkdir = MdsRequest.newBuilder().setMkdir(dev.granary.mds.proto.MkdirRequest.newBuilder().setParent(MdsClient.ROOT_INO)
+                    .setName(com.google.protobuf.ByteString.copyFromUtf8("e")).setMode(0755)).build();
+            MdsResponse all = t.read(MdsRequest.newBuilder().setBatchRead(dev.granary.mds.proto.BatchReadRequest.newBuilder()
+                    .addRequests(lookupD).addRequests(lookupMissing).addRequests(nested).addRequests(mkdir)).build());
+            assertEquals(Status.OK, all.getStatus());
+            assertEquals(4, all.getBatchCount());
+            assertEquals(Status.OK, all.getBatch(0).getStatus());
+            assertEquals(d, all.getBatch(0).getAttr().getIno());
+            assertEquals(Status.ENOENT, all.getBatch(1).getStatus());
+            assertEquals(Status.EINVAL, all.getBatch(2).getStatus(), "no batch inside a batch");
+            assertEquals(Status.EINVAL, all.getBatch(3).getStatus(), "a mutation in a batch of reads");
+            assertThrows(FsException.class, () -> mds.lookup(LocalMdsTransportTest.ROOT, MdsClient.ROOT_INO, "e".getBytes(StandardCharsets.UTF_8)),
+                    "the mkdir in the batch did nothing");
+        }
+    }
+
+    /** Reads waiting in {@code c}'s queue. */
+    private static int queued(ReadCombiner c) {
+        return c.queuedForTests();
+    }
+}
