@@ -39,6 +39,11 @@ final class ReadCombiner {
         }
     }
 
+    /** Reads per batch at most; more wait for the next round trip. */
+    static final int MAX_BATCH_REQUESTS = 64;
+    /** Serialized request bytes per batch at most (the first read always goes). */
+    static final int MAX_BATCH_BYTES = 2 << 20;
+
     private final Function<MdsRequest, MdsResponse> send;
     private final int maxInFlight;
     private final Object lock = new Object();
@@ -105,8 +110,17 @@ final class ReadCombiner {
                 inFlight--;
                 return;
             }
-            next = queue;
-            queue = new ArrayList<>();
+            int n = 0;
+            long bytes = 0;
+            while (n < queue.size() && n < MAX_BATCH_REQUESTS) {
+                bytes += queue.get(n).request.getSerializedSize();
+                if (n > 0 && bytes > MAX_BATCH_BYTES) {
+                    break;
+                }
+                n++;
+            }
+            next = new ArrayList<>(queue.subList(0, n));
+            queue.subList(0, n).clear();
             batches++;
             batchedReads += next.size();
         }

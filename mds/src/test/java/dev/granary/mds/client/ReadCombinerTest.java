@@ -113,6 +113,60 @@ class ReadCombinerTest {
         assertEquals(1, c.batches());
     }
 
+    /** A batch stops before 2 MiB of requests: the rest waits for the next round trip. */
+    @Test
+    void aBatchStaysWithinItsByteLimit() throws Exception {
+        List<MdsRequest> sent = java.util.Collections.synchronizedList(new ArrayList<>());
+        CountDownLatch firstInFlight = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        Function<MdsRequest, MdsResponse> send = r -> {
+            sent.add(r);
+            if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
+                firstInFlight.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }
+            return answer(r);
+        };
+        ReadCombiner c = new ReadCombiner(send, 1);
+        // 1.5 MiB requests (a caller's groups list stands in for inline bytes)
+        java.util.function.LongFunction<MdsRequest> big = ino -> {
+            var caller = dev.granary.mds.proto.Caller.newBuilder();
+            for (int i = 0; i < 1_500_000 / 3; i++) { // 3 bytes each (varint, packed)
+                caller.addGids(100_000);
+            }
+            return getattr(ino).toBuilder().setCaller(caller).build();
+        };
+        assertTrue(big.apply(2).getSerializedSize() > 1_400_000 && big.apply(2).getSerializedSize() < (1 << 21));
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try {
+            List<Future<MdsResponse>> all = new ArrayList<>();
+            all.add(pool.submit(() -> c.read(getattr(1))));
+            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            MdsRequest[] queued = {big.apply(2), big.apply(3), getattr(4)};
+            for (int i = 0; i < queued.length; i++) {
+                MdsRequest q = queued[i];
+                all.add(pool.submit(() -> c.read(q)));
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (queued(c) < i + 1 && System.nanoTime() < deadline) {
+                    Thread.sleep(1);
+                }
+            }
+            release.countDown();
+            for (int i = 0; i < all.size(); i++) {
+                assertEquals(i + 1, all.get(i).get(10, TimeUnit.SECONDS).getAttr().getIno());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(3, sent.size(), "the lone read, then [2], then [3, 4]: " + sent.size());
+        assertEquals(2, sent.get(1).getGetattr().getIno(), "2 + 3 would pass 2 MiB: 2 goes alone");
+        assertEquals(List.of(3L, 4L), sent.get(2).getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).toList());
+    }
+
     @Test
     void aTransportFailureFailsEveryReadOfItsBatch() throws Exception {
         CountDownLatch firstInFlight = new CountDownLatch(1);
