@@ -23,7 +23,8 @@ import java.util.function.Function;
  * thread whose read ends a round trip does not send the next batch: the first queued reader does,
  * so no thread waits for reads that are not its own. A transport failure fails every read of the
  * batch with the same {@link FsException}; a read's own error status reaches only its caller.
- * Thread-safe.
+ * A reader that sends a batch with an interrupt pending sends it anyway and keeps the interrupt
+ * (an interrupt that arrives during the call still fails the batch). Thread-safe.
  */
 final class ReadCombiner {
     /** One queued read: its request and the future its caller waits on (a result, or "send this batch"). */
@@ -86,10 +87,16 @@ final class ReadCombiner {
         }
         me.turn.join();
         if (me.batch != null) {
+            // The batch carries other threads' reads: an interrupt pending on this thread must not
+            // fail them (the Raft client gives up on an interrupted caller). It is kept for later.
+            boolean interrupted = Thread.interrupted();
             try {
                 sendBatch(me.batch);
             } finally {
                 handOff();
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
             }
         }
         try {

@@ -167,6 +167,59 @@ class ReadCombinerTest {
         assertEquals(List.of(3L, 4L), sent.get(2).getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).toList());
     }
 
+    /**
+     * A reader with an interrupt pending that must send a batch does not fail the other readers in
+     * it (the Raft client gives up on an interrupted caller, as the scripted sender does here), and
+     * keeps its interrupt.
+     */
+    @Test
+    void anInterruptedReaderSendsTheBatchForTheOthersAndKeepsItsInterrupt() throws Exception {
+        CountDownLatch firstInFlight = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        Function<MdsRequest, MdsResponse> send = r -> {
+            if (Thread.currentThread().isInterrupted()) {
+                throw new FsException(Status.EIO, "MDS read failed: interrupted while waiting for its reply");
+            }
+            if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
+                firstInFlight.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }
+            return answer(r);
+        };
+        ReadCombiner c = new ReadCombiner(send, 1);
+        ExecutorService pool = Executors.newFixedThreadPool(3);
+        try {
+            Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
+            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            Future<Boolean[]> interrupted = pool.submit(() -> {
+                Thread.currentThread().interrupt();
+                MdsResponse r = c.read(getattr(2));
+                return new Boolean[] {r.getAttr().getIno() == 2, Thread.interrupted()};
+            });
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (queued(c) < 1 && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+            Future<MdsResponse> other = pool.submit(() -> c.read(getattr(3)));
+            while (queued(c) < 2 && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+            assertEquals(2, queued(c));
+            release.countDown();
+            assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
+            assertEquals(3, other.get(10, TimeUnit.SECONDS).getAttr().getIno(), "the other reader's read did not fail");
+            Boolean[] got = interrupted.get(10, TimeUnit.SECONDS);
+            assertTrue(got[0], "the interrupted reader got its answer");
+            assertTrue(got[1], "and still has its interrupt");
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
     @Test
     void aTransportFailureFailsEveryReadOfItsBatch() throws Exception {
         CountDownLatch firstInFlight = new CountDownLatch(1);

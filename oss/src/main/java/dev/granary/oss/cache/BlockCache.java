@@ -305,13 +305,12 @@ public final class BlockCache {
                 fromDisk = true;
             }
         }
-        if (fromDisk) {
+        if (fromDisk || mine[0] || mine[1]) {
             misses.incrementAndGet();
+        } else {
+            hits.incrementAndGet();
         }
         if (mine[0] || mine[1]) {
-            if (!fromDisk) {
-                misses.incrementAndGet();
-            }
             long from = (mine[0] ? c0 : c1) * chunkBytes;
             long to = (mine[1] || c1 == c0 ? c1 + 1 : c0 + 1) * chunkBytes + (mine[0] && c0 == 0 ? 1 : 0);
             try {
@@ -346,8 +345,6 @@ public final class BlockCache {
                 }
                 throw e;
             }
-        } else if (!fromDisk) {
-            hits.incrementAndGet();
         }
         Entry a = await(f0, key, ost);
         if (a.whole) {
