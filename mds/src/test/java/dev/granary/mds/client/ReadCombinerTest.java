@@ -49,45 +49,67 @@ class ReadCombinerTest {
                 : MdsResponse.newBuilder().setStatus(Status.OK).setAttr(Attr.newBuilder().setIno(ino)).build();
     }
 
-    @Test
-    void aLoneReadGoesOutAloneAndReadsQueuedBehindItGoOutAsOneBatchSentByTheFirstOfThem() throws Exception {
-        List<MdsRequest> sent = new ArrayList<>();
-        List<String> senders = new ArrayList<>();
-        CountDownLatch firstInFlight = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        Function<MdsRequest, MdsResponse> send = r -> {
-            synchronized (sent) {
-                sent.add(r);
-                senders.add(Thread.currentThread().getName());
-            }
+    /**
+     * A scripted sender: records each request and the thread that sent it, holds getattr(1) until
+     * {@link #release} (so that later reads queue behind it), and answers with {@code answer}.
+     */
+    private static final class Script implements Function<MdsRequest, MdsResponse> {
+        final List<MdsRequest> sent = java.util.Collections.synchronizedList(new ArrayList<>());
+        final List<String> senders = java.util.Collections.synchronizedList(new ArrayList<>());
+        final CountDownLatch held = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+        final Function<MdsRequest, MdsResponse> answer;
+
+        Script(Function<MdsRequest, MdsResponse> answer) {
+            this.answer = answer;
+        }
+
+        @Override
+        public MdsResponse apply(MdsRequest r) {
+            sent.add(r);
+            senders.add(Thread.currentThread().getName());
             if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
-                firstInFlight.countDown();
+                held.countDown();
                 try {
                     release.await();
                 } catch (InterruptedException e) {
                     throw new IllegalStateException(e);
                 }
             }
-            return answer(r);
-        };
+            return answer.apply(r);
+        }
+
+        void awaitHeld() throws InterruptedException {
+            assertTrue(held.await(10, TimeUnit.SECONDS), "getattr(1) reached the sender");
+        }
+    }
+
+    /** Waits (at most 10 s) until {@code n} reads are queued in {@code c}. */
+    private static void awaitQueued(ReadCombiner c, int n) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (c.queuedForTests() < n && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertEquals(n, c.queuedForTests(), "reads queued behind the one in flight");
+    }
+
+    @Test
+    void aLoneReadGoesOutAloneAndReadsQueuedBehindItGoOutAsOneBatchSentByTheFirstOfThem() throws Exception {
+        Script send = new Script(ReadCombinerTest::answer);
         ReadCombiner c = new ReadCombiner(send, 1);
         assertEquals(7, c.read(getattr(7)).getAttr().getIno());
-        assertEquals(List.of(getattr(7)), sent, "a lone read: sent as it is");
+        assertEquals(List.of(getattr(7)), send.sent, "a lone read: sent as it is");
 
         ExecutorService pool = Executors.newFixedThreadPool(6, r -> new Thread(r, "reader-" + System.nanoTime()));
         try {
             Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
-            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            send.awaitHeld();
             List<Future<MdsResponse>> later = new ArrayList<>();
             for (long ino : new long[] {2, 3, 13, 4, 5}) {
                 later.add(pool.submit(() -> c.read(getattr(ino))));
             }
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (queued(c) < 5 && System.nanoTime() < deadline) {
-                Thread.sleep(1);
-            }
-            assertEquals(5, queued(c), "five reads wait behind the one in flight");
-            release.countDown();
+            awaitQueued(c, 5);
+            send.release.countDown();
             assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
             long[] want = {2, 3, 13, 4, 5};
             for (int i = 0; i < 5; i++) {
@@ -102,13 +124,13 @@ class ReadCombinerTest {
         } finally {
             pool.shutdownNow();
         }
-        assertEquals(3, sent.size(), sent.toString());
-        MdsRequest batch = sent.get(2);
+        assertEquals(3, send.sent.size(), send.sent.toString());
+        MdsRequest batch = send.sent.get(2);
         assertTrue(batch.hasBatchRead());
         assertEquals(5, batch.getBatchRead().getRequestsCount());
         assertEquals(List.of(2L, 3L, 4L, 5L, 13L),
                 batch.getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).sorted().toList());
-        assertTrue(!senders.get(2).equals(senders.get(1)), "the batch is sent by a queued reader, not by the thread whose read returned");
+        assertTrue(!send.senders.get(2).equals(send.senders.get(1)), "the batch is sent by a queued reader, not by the thread whose read returned");
         assertEquals(5, c.batchedReads());
         assertEquals(1, c.batches());
     }
@@ -116,21 +138,7 @@ class ReadCombinerTest {
     /** A batch stops before 2 MiB of requests: the rest waits for the next round trip. */
     @Test
     void aBatchStaysWithinItsByteLimit() throws Exception {
-        List<MdsRequest> sent = java.util.Collections.synchronizedList(new ArrayList<>());
-        CountDownLatch firstInFlight = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        Function<MdsRequest, MdsResponse> send = r -> {
-            sent.add(r);
-            if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
-                firstInFlight.countDown();
-                try {
-                    release.await();
-                } catch (InterruptedException e) {
-                    throw new IllegalStateException(e);
-                }
-            }
-            return answer(r);
-        };
+        Script send = new Script(ReadCombinerTest::answer);
         ReadCombiner c = new ReadCombiner(send, 1);
         // 1.5 MiB requests (a caller's groups list stands in for inline bytes)
         java.util.function.LongFunction<MdsRequest> big = ino -> {
@@ -145,26 +153,23 @@ class ReadCombinerTest {
         try {
             List<Future<MdsResponse>> all = new ArrayList<>();
             all.add(pool.submit(() -> c.read(getattr(1))));
-            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            send.awaitHeld();
             MdsRequest[] queued = {big.apply(2), big.apply(3), getattr(4)};
             for (int i = 0; i < queued.length; i++) {
                 MdsRequest q = queued[i];
                 all.add(pool.submit(() -> c.read(q)));
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-                while (queued(c) < i + 1 && System.nanoTime() < deadline) {
-                    Thread.sleep(1);
-                }
+                awaitQueued(c, i + 1);
             }
-            release.countDown();
+            send.release.countDown();
             for (int i = 0; i < all.size(); i++) {
                 assertEquals(i + 1, all.get(i).get(10, TimeUnit.SECONDS).getAttr().getIno());
             }
         } finally {
             pool.shutdownNow();
         }
-        assertEquals(3, sent.size(), "the lone read, then [2], then [3, 4]: " + sent.size());
-        assertEquals(2, sent.get(1).getGetattr().getIno(), "2 + 3 would pass 2 MiB: 2 goes alone");
-        assertEquals(List.of(3L, 4L), sent.get(2).getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).toList());
+        assertEquals(3, send.sent.size(), "the lone read, then [2], then [3, 4]: " + send.sent.size());
+        assertEquals(2, send.sent.get(1).getGetattr().getIno(), "2 + 3 would pass 2 MiB: 2 goes alone");
+        assertEquals(List.of(3L, 4L), send.sent.get(2).getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).toList());
     }
 
     /**
@@ -174,42 +179,26 @@ class ReadCombinerTest {
      */
     @Test
     void anInterruptedReaderSendsTheBatchForTheOthersAndKeepsItsInterrupt() throws Exception {
-        CountDownLatch firstInFlight = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        Function<MdsRequest, MdsResponse> send = r -> {
+        Script send = new Script(r -> {
             if (Thread.currentThread().isInterrupted()) {
                 throw new FsException(Status.EIO, "MDS read failed: interrupted while waiting for its reply");
             }
-            if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
-                firstInFlight.countDown();
-                try {
-                    release.await();
-                } catch (InterruptedException e) {
-                    throw new IllegalStateException(e);
-                }
-            }
             return answer(r);
-        };
+        });
         ReadCombiner c = new ReadCombiner(send, 1);
         ExecutorService pool = Executors.newFixedThreadPool(3);
         try {
             Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
-            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            send.awaitHeld();
             Future<Boolean[]> interrupted = pool.submit(() -> {
                 Thread.currentThread().interrupt();
                 MdsResponse r = c.read(getattr(2));
                 return new Boolean[] {r.getAttr().getIno() == 2, Thread.interrupted()};
             });
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (queued(c) < 1 && System.nanoTime() < deadline) {
-                Thread.sleep(1);
-            }
+            awaitQueued(c, 1);
             Future<MdsResponse> other = pool.submit(() -> c.read(getattr(3)));
-            while (queued(c) < 2 && System.nanoTime() < deadline) {
-                Thread.sleep(1);
-            }
-            assertEquals(2, queued(c));
-            release.countDown();
+            awaitQueued(c, 2);
+            send.release.countDown();
             assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
             assertEquals(3, other.get(10, TimeUnit.SECONDS).getAttr().getIno(), "the other reader's read did not fail");
             Boolean[] got = interrupted.get(10, TimeUnit.SECONDS);
@@ -222,36 +211,25 @@ class ReadCombinerTest {
 
     @Test
     void aTransportFailureFailsEveryReadOfItsBatch() throws Exception {
-        CountDownLatch firstInFlight = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
         FsException down = new FsException(Status.EIO, "MDS read failed: no leader");
-        Function<MdsRequest, MdsResponse> send = r -> {
+        Script send = new Script(r -> {
             if (r.hasBatchRead()) {
                 throw down;
             }
-            firstInFlight.countDown();
-            try {
-                release.await();
-            } catch (InterruptedException e) {
-                throw new IllegalStateException(e);
-            }
             return answer(r);
-        };
+        });
         ReadCombiner c = new ReadCombiner(send, 1);
         ExecutorService pool = Executors.newFixedThreadPool(4);
         try {
             Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
-            assertTrue(firstInFlight.await(10, TimeUnit.SECONDS));
+            send.awaitHeld();
             List<Future<MdsResponse>> later = new ArrayList<>();
             for (long ino = 2; ino <= 4; ino++) {
                 long i = ino;
                 later.add(pool.submit(() -> c.read(getattr(i))));
             }
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (queued(c) < 3 && System.nanoTime() < deadline) {
-                Thread.sleep(1);
-            }
-            release.countDown();
+            awaitQueued(c, 3);
+            send.release.countDown();
             assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
             for (Future<MdsResponse> f : later) {
                 var e = assertThrows(java.util.concurrent.ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
@@ -289,8 +267,4 @@ class ReadCombinerTest {
         }
     }
 
-    /** Reads waiting in {@code c}'s queue. */
-    private static int queued(ReadCombiner c) {
-        return c.queuedForTests();
-    }
 }

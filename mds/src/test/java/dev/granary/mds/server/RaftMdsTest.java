@@ -36,11 +36,16 @@ class RaftMdsTest {
         return s.getBytes(StandardCharsets.UTF_8);
     }
 
+    /** The config of the single peer m0 of group "mds-test", with short election timeouts. */
+    private RaftServerConfig onePeer(List<PeerSpec> peers) {
+        return RaftServerConfig.of("m0", peers, "mds-test", tmp.resolve("m0"))
+                .withElectionTimeouts(Duration.ofMillis(300), Duration.ofMillis(600));
+    }
+
     @Test
     void mkdirCreateReaddirThroughRaft() throws Exception {
         List<PeerSpec> peers = List.of(new PeerSpec("m0", "127.0.0.1:" + freePort()));
-        RaftServerConfig cfg = RaftServerConfig.of("m0", peers, "mds-test", tmp.resolve("m0"))
-                .withElectionTimeouts(Duration.ofMillis(300), Duration.ofMillis(600));
+        RaftServerConfig cfg = onePeer(peers);
         Caller root = Caller.getDefaultInstance();
         try (MdsServer server = MdsServer.start(cfg);
              MdsClient mds = new MdsClient(RaftMdsTransport.connect("mds-test", peers))) {
@@ -65,8 +70,7 @@ class RaftMdsTest {
     @Test
     void concurrentReadsShareRaftReadsAndEachGetsItsOwnAnswer() throws Exception {
         List<PeerSpec> peers = List.of(new PeerSpec("m0", "127.0.0.1:" + freePort()));
-        RaftServerConfig cfg = RaftServerConfig.of("m0", peers, "mds-test", tmp.resolve("m0"))
-                .withElectionTimeouts(Duration.ofMillis(300), Duration.ofMillis(600));
+        RaftServerConfig cfg = onePeer(peers);
         Caller root = Caller.getDefaultInstance();
         try (MdsServer server = MdsServer.start(cfg);
              RaftMdsTransport transport = RaftMdsTransport.connect("mds-test", peers);
