@@ -356,8 +356,11 @@ def s_own_changes(d):
     with open(f, 'ab') as h:
         h.write(b'b' * 10)
         h.flush()
-        t('size while open', lambda: os.stat(f).st_size)  # the kernel fetches and caches attributes here
+        s = os.stat(f)  # the kernel fetches and caches attributes here
+        t('size while open', lambda: s.st_size)
+        t('mtime while open, before close: the write set it', lambda: s.st_mtime_ns > m0)
     t('size and mtime after append and close', lambda: (os.stat(f).st_size, os.stat(f).st_mtime_ns > m0))
+    t('mtime after close is the one the open file showed', lambda: os.stat(f).st_mtime_ns == s.st_mtime_ns)
     m1 = os.stat(f).st_mtime_ns
     time.sleep(0.05)
     fd = os.open(f, os.O_WRONLY)

@@ -344,19 +344,33 @@ public final class GranaryVfs implements AutoCloseable {
         return (bits & mask & 7) == (mask & 7);
     }
 
-    /** Attributes with the size raised to what local open handles have written but not yet committed. */
-    private Attr withLocalSize(Attr a) {
+    /**
+     * Attributes with what local open handles have written but not yet committed: the size raised
+     * to their end, and mtime and ctime to their last write (POSIX: a successful write() marks both
+     * for update; the commit at flush, fsync or close sets that same mtime at the MDS).
+     */
+    private Attr withLocalWrites(Attr a) {
         Set<OpenFile> open = filesByIno.get(a.getIno());
         if (open == null) {
             return a;
         }
         long size = a.getSize();
+        long writeNs = 0;
         for (OpenFile f : open) {
             if (f.hasUncommittedWrites()) {
                 size = Math.max(size, f.size());
+                writeNs = Math.max(writeNs, f.uncommittedWriteNs());
             }
         }
-        return size == a.getSize() ? a : a.toBuilder().setSize(size).build();
+        boolean later = writeNs > a.getMtimeNs();
+        if (size == a.getSize() && !later) {
+            return a;
+        }
+        Attr.Builder b = a.toBuilder().setSize(size);
+        if (later) {
+            b.setMtimeNs(writeNs).setCtimeNs(Math.max(a.getCtimeNs(), writeNs));
+        }
+        return b.build();
     }
 
     void attrCommitted(Attr a) {
@@ -377,27 +391,27 @@ public final class GranaryVfs implements AutoCloseable {
     // ------------------------------------------------------------------ attributes
 
     /**
-     * Attributes of {@code path} (from the cache when fresh), with the size including this
-     * client's own unflushed writes.
+     * Attributes of {@code path} (from the cache when fresh), with this client's own uncommitted
+     * writes: their size, mtime and ctime.
      *
      * @throws FsException ENOENT, ENOTDIR, EACCES
      */
     public Attr getattr(Caller c, String path) {
-        return withLocalSize(lookup(c, path));
+        return withLocalWrites(lookup(c, path));
     }
 
     /** Attributes of the file behind handle {@code fh} (fgetattr); EBADF for an unknown handle. */
     public Attr fgetattr(Caller c, long fh) {
         OpenFile f = file(fh);
-        return withLocalSize(attrOf(c, f.ino()));
+        return withLocalWrites(attrOf(c, f.ino()));
     }
 
     /**
      * The attributes of handle {@code fh}'s file as its open fetched them from the MDS, with this
-     * client's unflushed size: what a getattr answers right after that open. EBADF.
+     * client's uncommitted writes: what a getattr answers right after that open. EBADF.
      */
     public Attr attrAtOpen(long fh) {
-        return withLocalSize(file(fh).openedAttr());
+        return withLocalWrites(file(fh).openedAttr());
     }
 
     /** chmod: sets the permission bits (mode &amp; 07777). EPERM when not the owner (MDS). */

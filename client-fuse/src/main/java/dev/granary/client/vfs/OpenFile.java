@@ -239,6 +239,19 @@ public final class OpenFile {
     }
 
     /** True when this handle holds writes not yet committed to the MDS. */
+    /**
+     * When this handle last wrote data it has not committed yet (ns since the Unix epoch, the mtime
+     * its commit will set), or 0: nothing uncommitted, or utimensat set the mtime since.
+     */
+    long uncommittedWriteNs() {
+        lock.lock();
+        try {
+            return writeSeq != committedSeq && !mtimeSetExplicitly ? lastWriteNs : 0;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     public boolean hasUncommittedWrites() {
         lock.lock();
         try {
