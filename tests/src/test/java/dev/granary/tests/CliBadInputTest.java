@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.granary.client.fuse.FuseMount;
 import dev.granary.objbacker.EmbeddedS3;
+import dev.granary.tools.cluster.MountPoints;
 import dev.granary.tools.config.GranaryConfig;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -93,6 +94,26 @@ class CliBadInputTest {
             assertTrue(o.errors().get(0).contains("is already a mount point"), o.errors().get(0));
             assertEquals("still here", Files.readString(mnt.resolve("kept.txt")), "the live mount still serves its files");
         }
+    }
+
+    /**
+     * A mount whose server was SIGKILLed is stale and cleaned up at once, even while the kernel still
+     * answers a stat of its root from the attributes it cached (attr_timeout): the stat-based check
+     * took it for a live mount for up to 1 s, and a quickstart restarted right after a kill refused
+     * the mount point (seen in DurabilityTest).
+     */
+    @Test
+    void aMountLeftBySigkillIsStaleAtOnceThoughTheKernelCachedItsRoot() throws Exception {
+        MiniCluster.assumeFuseDevice();
+        Path mnt = Files.createDirectories(tmp.resolve("killed"));
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--size", "1m")) {
+            assertTrue(g.awaitLine("noopfs mounted at", 60), g.transcript());
+            Files.readAttributes(mnt, "basic:isDirectory"); // the kernel caches the root's attributes
+            g.kill();
+        }
+        assertTrue(FuseMount.mountedFsType(mnt) != null, "the killed server left its mount behind");
+        MountPoints.prepare(mnt, false); // within attr_timeout (1 s) of the stat above
+        assertEquals(null, FuseMount.mountedFsType(mnt), "the stale mount was detached");
     }
 
     @Test

@@ -3,10 +3,14 @@ package dev.granary.tools.cluster;
 import dev.granary.client.fuse.FuseMount;
 import dev.granary.tools.UserError;
 import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * Checks a mount point before mounting: it must be an empty directory that is not already a mount
@@ -48,12 +52,31 @@ public final class MountPoints {
         }
     }
 
-    private static boolean isStale(Path mnt) {
+    /**
+     * Whether the FUSE mount at {@code mnt} has lost its server ("Transport endpoint is not
+     * connected"). Probed by listing it: the kernel answers a stat of the mount's root from its
+     * attribute cache for {@code attr_timeout} after the server died, but an opendir always goes to
+     * the server. A server that does not answer within 5 s counts as live (it may be busy).
+     */
+    static boolean isStale(Path mnt) {
+        CompletableFuture<Boolean> probe = CompletableFuture.supplyAsync(() -> {
+            try (DirectoryStream<Path> d = Files.newDirectoryStream(mnt)) {
+                return false;
+            } catch (IOException e) {
+                return String.valueOf(e.getMessage()).contains("not connected");
+            }
+        }, r -> {
+            Thread t = new Thread(r, "mount-point-probe");
+            t.setDaemon(true); // a hung server must not keep the JVM alive
+            t.start();
+        });
         try {
-            Files.readAttributes(mnt, "basic:isDirectory");
+            return probe.get(5, TimeUnit.SECONDS);
+        } catch (TimeoutException | ExecutionException e) {
             return false;
-        } catch (IOException e) {
-            return String.valueOf(e.getMessage()).contains("not connected");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
     }
 
