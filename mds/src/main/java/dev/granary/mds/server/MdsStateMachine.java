@@ -103,7 +103,7 @@ public final class MdsStateMachine implements KvApplier {
             }
             return dispatch(ns, r, false);
         } catch (FsException e) {
-            return MdsResponse.newBuilder().setStatus(e.status()).setMessage(message(e)).build();
+            return errorResponse(e.status(), message(e));
         }
     }
 
@@ -114,7 +114,11 @@ public final class MdsStateMachine implements KvApplier {
     }
 
     private static byte[] error(Status s, String message) {
-        return MdsResponse.newBuilder().setStatus(s).setMessage(message).build().toByteArray();
+        return errorResponse(s, message).toByteArray();
+    }
+
+    private static MdsResponse errorResponse(Status s, String message) {
+        return MdsResponse.newBuilder().setStatus(s).setMessage(message).build();
     }
 
     private static MdsResponse dispatch(Namespace ns, MdsRequest r, boolean mutable) {

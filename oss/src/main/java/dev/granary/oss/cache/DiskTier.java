@@ -2,19 +2,24 @@ package dev.granary.oss.cache;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
+import com.github.benmanes.caffeine.cache.RemovalCause;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
+import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.HexFormat;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 import org.slf4j.Logger;
@@ -57,9 +62,8 @@ public final class DiskTier implements AutoCloseable {
     private final ThreadPoolExecutor writer;
     private final AtomicLong hits = new AtomicLong();
     private final AtomicLong damaged = new AtomicLong();
-    private final AtomicLong skipped = new AtomicLong();
     /** Pieces handed to the writer and not yet written (or given up). */
-    private final java.util.concurrent.atomic.AtomicInteger pending = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger pending = new AtomicInteger();
 
     private DiskTier(Path dir, long maxBytes) {
         this.dir = dir;
@@ -67,7 +71,7 @@ public final class DiskTier implements AutoCloseable {
         this.index = Caffeine.newBuilder()
                 .maximumWeight(maxBytes)
                 .weigher((String name, Integer size) -> size + HEADER)
-                .evictionListener((String name, Integer size, com.github.benmanes.caffeine.cache.RemovalCause cause) -> delete(name))
+                .evictionListener((String name, Integer size, RemovalCause cause) -> delete(name))
                 .executor(Runnable::run)
                 .build();
         this.writer = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(WRITE_QUEUE), r -> {
@@ -97,8 +101,11 @@ public final class DiskTier implements AutoCloseable {
                     String name = p.getFileName().toString();
                     if (name.contains(TMP)) {
                         Files.deleteIfExists(p);
-                    } else if (Files.isRegularFile(p) && Files.size(p) >= HEADER) {
-                        t.index.put(name, Math.toIntExact(Files.size(p) - HEADER));
+                    } else if (Files.isRegularFile(p)) {
+                        long size = Files.size(p);
+                        if (size >= HEADER) {
+                            t.index.put(name, Math.toIntExact(size - HEADER));
+                        }
                     }
                 }
             }
@@ -124,44 +131,51 @@ public final class DiskTier implements AutoCloseable {
         if (index.getIfPresent(name) == null) {
             return null;
         }
-        byte[] file;
-        try {
-            file = Files.readAllBytes(dir.resolve(name));
+        // the header, then the data straight into the array handed out (no second copy)
+        try (FileChannel fc = FileChannel.open(dir.resolve(name), StandardOpenOption.READ)) {
+            long size = fc.size();
+            ByteBuffer h = ByteBuffer.allocate(HEADER);
+            if (size < HEADER || !readFully(fc, h) || h.flip().getInt() != MAGIC) {
+                return drop(name, "has no valid header");
+            }
+            int flags = h.getInt();
+            int length = h.getInt();
+            int crc = h.getInt();
+            byte[] data = new byte[Math.max(0, length)];
+            if (length != size - HEADER || !readFully(fc, ByteBuffer.wrap(data))) {
+                return drop(name, "is " + (size - HEADER) + " bytes, its header says " + length);
+            }
+            CRC32C c = new CRC32C();
+            c.update(data, 0, length);
+            if ((int) c.getValue() != crc) {
+                return drop(name, "fails its CRC32C");
+            }
+            hits.incrementAndGet();
+            return new Piece(data, (flags & 1) != 0);
         } catch (NoSuchFileException e) {
             index.invalidate(name);
             return null;
         } catch (IOException e) {
             return drop(name, "cannot be read: " + e.getMessage());
         }
-        ByteBuffer b = ByteBuffer.wrap(file);
-        if (file.length < HEADER || b.getInt() != MAGIC) {
-            return drop(name, "has no valid header");
+    }
+
+    /** Fills {@code b} from {@code fc}; false when the file ends first. */
+    private static boolean readFully(FileChannel fc, ByteBuffer b) throws IOException {
+        while (b.hasRemaining()) {
+            if (fc.read(b) < 0) {
+                return false;
+            }
         }
-        int flags = b.getInt();
-        int length = b.getInt();
-        int crc = b.getInt();
-        if (length != file.length - HEADER) {
-            return drop(name, "is " + (file.length - HEADER) + " bytes, its header says " + length);
-        }
-        CRC32C c = new CRC32C();
-        c.update(file, HEADER, length);
-        if ((int) c.getValue() != crc) {
-            return drop(name, "fails its CRC32C");
-        }
-        hits.incrementAndGet();
-        byte[] data = new byte[length];
-        System.arraycopy(file, HEADER, data, 0, length);
-        return new Piece(data, (flags & 1) != 0);
+        return true;
     }
 
     /**
-     * Writes a piece in the background (the caller must not modify {@code data} afterwards). Skipped,
-     * and counted, when the writer is {@link #WRITE_QUEUE} pieces behind or the piece alone is larger
-     * than the tier.
+     * Writes a piece in the background (the caller must not modify {@code data} afterwards). Skipped
+     * when the writer is {@link #WRITE_QUEUE} pieces behind or the piece alone is larger than the tier.
      */
     public void putAsync(int ost, String key, long chunk, byte[] data, boolean whole) {
         if ((long) data.length + HEADER > maxBytes) {
-            skipped.incrementAndGet();
             return;
         }
         String name = name(ost, key, chunk);
@@ -175,8 +189,7 @@ public final class DiskTier implements AutoCloseable {
                 }
             });
         } catch (RejectedExecutionException e) {
-            pending.decrementAndGet();
-            skipped.incrementAndGet();
+            pending.decrementAndGet(); // the writer is behind: this piece is not kept
         }
     }
 
@@ -194,7 +207,6 @@ public final class DiskTier implements AutoCloseable {
             Files.move(tmp, dir.resolve(name), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
             index.put(name, data.length);
         } catch (IOException e) {
-            skipped.incrementAndGet();
             LOG.warn("disk cache: cannot write {} in {}: {}", name, dir, e.getMessage());
             try {
                 Files.deleteIfExists(tmp);
@@ -235,21 +247,6 @@ public final class DiskTier implements AutoCloseable {
     /** Pieces found damaged (header, length or CRC32C) or unreadable, and deleted. */
     public long damaged() {
         return damaged.get();
-    }
-
-    /** Pieces not written: the writer was behind, the piece was too large, or the write failed. */
-    public long skipped() {
-        return skipped.get();
-    }
-
-    /** Capacity in bytes. */
-    public long maxBytes() {
-        return maxBytes;
-    }
-
-    /** The folder. */
-    public Path dir() {
-        return dir;
     }
 
     /** Waits until the pieces queued so far are written (tests and shutdown), at most {@code timeoutMs}. */
@@ -294,7 +291,7 @@ public final class DiskTier implements AutoCloseable {
 
     /** Why a file operation failed, without repeating the path (FileSystemException's reason). */
     private static String reason(IOException e) {
-        if (e instanceof java.nio.file.FileSystemException f) {
+        if (e instanceof FileSystemException f) {
             return f.getReason() != null ? f.getReason() : f.getClass().getSimpleName() + " " + f.getFile();
         }
         return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
