@@ -255,7 +255,7 @@ public final class GranaryVfs implements AutoCloseable {
         if (cached != null) {
             return cached;
         }
-        statAhead.awaitFetch(dir.getIno());
+        statAhead.awaitFetch(dir.getIno(), nameBytes(name));
         cached = cachedEntry(key);
         if (cached != null) {
             return cached;

@@ -8,11 +8,10 @@ import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.DirEntry;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 import org.slf4j.Logger;
@@ -30,8 +29,10 @@ import org.slf4j.LoggerFactory;
  * <p>Trigger: the second lookup of another name within {@link ClientConfig#cacheTimeout()} that
  * asked the MDS and found an entry (lookups of absent names, as creates make them, do not count). One fetch
  * per directory at a time, at most {@link ClientConfig#stataheadMax()} entries, on the client's
- * io threads; lookups that miss meanwhile wait for it. Fetched entries follow the cache timeout
- * like any other (the same NFS {@code actimeo}-like window for other clients' changes).
+ * io threads. A lookup that misses meanwhile waits only until the fetch has passed its name (pages
+ * come in the MDS's byte order of names), not for the whole directory: a stat loop over a large
+ * directory runs behind the first page while the rest is fetched. Fetched entries follow the
+ * cache timeout like any other (the same NFS {@code actimeo}-like window for other clients' changes).
  *
  * <p>This client's own changes stay visible at once: a page fetched while this client changed
  * the namespace or attributes (the generation moved) is not kept, and fetched entries never
@@ -52,14 +53,19 @@ final class StatAhead {
     private final AtomicLong fetches = new AtomicLong();
     private final AtomicLong fetchedEntries = new AtomicLong();
 
-    /** Per directory: misses in the current window, the fetch in flight, when the last one ended. */
+    /**
+     * Per directory: misses in the current window, the fetch in flight and how far it got, when
+     * the last one ended. Guarded by its own monitor, which waiting lookups wait on.
+     */
     private static final class Dir {
         int misses;
         String lastName;
         long windowStartNs;
         long fetchedAtNs;
         boolean fetchedOnce;
-        CompletableFuture<Void> inFlight;
+        boolean inFlight;
+        /** Encoded name of the last entry the fetch in flight has cached (null: no page yet). */
+        byte[] fetchedThrough;
     }
 
     /**
@@ -83,30 +89,34 @@ final class StatAhead {
     }
 
     /**
-     * Before a lookup in {@code dirIno} asks the MDS: waits (at most 2 s) for a fetch of that
-     * directory in flight, so the caller can find its entry in the cache instead.
+     * Before a lookup of {@code name} in {@code dirIno} asks the MDS: while a fetch of that
+     * directory is in flight, waits (at most 2 s in all) until it has cached the page that holds
+     * {@code name} (or ended), so the caller can find its entry in the cache instead.
+     *
+     * @param name the name looked up, encoded as the MDS orders names ({@link Names#encode})
      */
-    void awaitFetch(long dirIno) {
+    void awaitFetch(long dirIno, byte[] name) {
         if (!enabled()) {
             return;
         }
         Dir d = dirs.getIfPresent(dirIno);
-        CompletableFuture<Void> f;
         if (d == null) {
             return;
         }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(AWAIT_MS);
         synchronized (d) {
-            f = d.inFlight;
-        }
-        if (f == null) {
-            return;
-        }
-        try {
-            f.get(AWAIT_MS, TimeUnit.MILLISECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
-            // ask the MDS ourselves
+            while (d.inFlight && (d.fetchedThrough == null || Arrays.compareUnsigned(d.fetchedThrough, name) < 0)) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return; // ask the MDS ourselves
+                }
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(d, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
         }
     }
 
@@ -123,7 +133,7 @@ final class StatAhead {
         long window = config.cacheTimeout().toNanos();
         Dir d = dirs.get(dirIno, k -> new Dir());
         synchronized (d) {
-            if (d.inFlight != null || (d.fetchedOnce && now - d.fetchedAtNs < window / 2)) {
+            if (d.inFlight || (d.fetchedOnce && now - d.fetchedAtNs < window / 2)) {
                 return;
             }
             if (now - d.windowStartNs > window) {
@@ -138,33 +148,35 @@ final class StatAhead {
                 return;
             }
             d.misses = 0;
-            CompletableFuture<Void> f = new CompletableFuture<>();
-            d.inFlight = f;
+            d.inFlight = true;
+            d.fetchedThrough = null;
             try {
                 executor.execute(() -> {
                     try {
-                        fetch(c, dirIno);
+                        fetch(c, dirIno, d);
                     } catch (RuntimeException e) {
                         // EACCES (no read permission), the directory removed, the MDS away: lookups go one by one
                         LOG.debug("statahead of directory {} stopped: {}", dirIno, e.toString());
                     } finally {
                         synchronized (d) {
-                            d.inFlight = null;
+                            d.inFlight = false;
                             d.fetchedAtNs = System.nanoTime();
                             d.fetchedOnce = true;
+                            d.notifyAll();
                         }
-                        f.complete(null);
                     }
                 });
             } catch (java.util.concurrent.RejectedExecutionException e) {
-                d.inFlight = null;
-                f.complete(null);
+                d.inFlight = false;
             }
         }
     }
 
-    /** Fetches up to stataheadMax entries of the directory with attributes into the caches. */
-    private void fetch(Caller c, long dirIno) {
+    /**
+     * Fetches up to stataheadMax entries of the directory with attributes into the caches, and
+     * after each page wakes the lookups waiting for names up to its last one.
+     */
+    private void fetch(Caller c, long dirIno, Dir d) {
         byte[] after = new byte[0];
         int got = 0;
         int max = config.stataheadMax();
@@ -200,6 +212,10 @@ final class StatAhead {
                 break;
             }
             after = p.entries().get(p.entries().size() - 1).getName().toByteArray();
+            synchronized (d) {
+                d.fetchedThrough = after;
+                d.notifyAll();
+            }
         }
     }
 

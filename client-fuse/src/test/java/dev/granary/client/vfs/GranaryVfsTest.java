@@ -460,6 +460,54 @@ class GranaryVfsTest {
     }
 
     @Test
+    void aLookupWaitsForTheStataheadPageHoldingItsNameNotForTheWholeDirectory() throws Exception {
+        int n = 60;
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/sa" + i, random(i + 1, i), i + 1);
+        }
+        // Pages of 16 in byte order: sa0 sa1 sa10..sa19 sa2 sa20 sa21 sa22 | sa23 ... | ... sa9
+        java.util.concurrent.CountDownLatch later = new java.util.concurrent.CountDownLatch(1);
+        cluster.beforeRead = r -> {
+            if (r.hasReaddir() && r.getReaddir().getPlus() && !r.getReaddir().getAfter().isEmpty()) {
+                try {
+                    later.await(30, java.util.concurrent.TimeUnit.SECONDS); // pages after the first are held
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        };
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(Duration.ofSeconds(30)).withReaddirPageSize(16);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            assertEquals(1, other.getattr(ROOT, dir + "/sa0").getSize());
+            assertEquals(2, other.getattr(ROOT, dir + "/sa1").getSize()); // the second miss starts the fetch
+            long lookups = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP);
+            // In the first page, asked while the fetch has just started: answered as soon as that
+            // page is in, while the rest of the directory is held (it waited 2 s, the longest wait
+            // for a fetch, before).
+            long t0 = System.nanoTime();
+            assertEquals(21, other.getattr(ROOT, dir + "/sa20").getSize());
+            assertEquals(23, other.getattr(ROOT, dir + "/sa22").getSize());
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            assertTrue(ms < 1_000, "names in the first page waited " + ms + " ms for the rest of the directory");
+            assertEquals(lookups, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP),
+                    "names in the first page cost no lookup of their own");
+            // In the last page: waits for it (no lookup of its own either), answered once it comes.
+            Future<Long> last = pool.submit(() -> other.getattr(ROOT, dir + "/sa9").getSize());
+            Thread.sleep(300);
+            assertFalse(last.isDone(), "a name past the pages fetched so far waits for its page");
+            later.countDown();
+            assertEquals(10L, last.get(20, java.util.concurrent.TimeUnit.SECONDS));
+            assertEquals(lookups, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP));
+            assertEquals(1, other.stataheadCounters()[0]);
+        } finally {
+            later.countDown();
+            cluster.beforeRead = r -> { };
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
     void stataheadAnswersALookupLoopFromOneDirectoryFetchAndKeepsOwnChangesVisible() {
         int n = 60;
         for (int i = 0; i < n; i++) {

@@ -32,6 +32,8 @@ public final class LocalCluster implements AutoCloseable {
     /** MDS requests sent, by operation (the namespace's real state machine answers them). */
     public final java.util.Map<dev.granary.mds.proto.MdsRequest.OpCase, java.util.concurrent.atomic.AtomicLong> mdsCalls =
             new java.util.concurrent.ConcurrentHashMap<>();
+    /** Runs before each MDS read reaches the state machine (a test may hold one there); none by default. */
+    public volatile java.util.function.Consumer<dev.granary.mds.proto.MdsRequest> beforeRead = r -> { };
 
     public LocalCluster(Path dir) {
         s3 = EmbeddedS3.start(dir.resolve("s3"), 0, "test-access", "test-secret-key");
@@ -56,6 +58,7 @@ public final class LocalCluster implements AutoCloseable {
             @Override
             public dev.granary.mds.proto.MdsResponse read(dev.granary.mds.proto.MdsRequest r) {
                 count(r);
+                beforeRead.accept(r);
                 return local.read(r);
             }
 
