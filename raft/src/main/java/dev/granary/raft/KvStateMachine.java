@@ -335,9 +335,21 @@ public final class KvStateMachine extends BaseStateMachine {
      * {@code sm/snapshots/snapshot.T_I}, makes it the latest snapshot and deletes older ones.
      *
      * @return the log index of the snapshot, or -1 when nothing was applied yet
+     * @throws IOException on any failure (RocksDB, the file system), never an unchecked
+     *         exception: Ratis' state machine updater logs an IOException once and goes on (or
+     *         stops), while an unchecked one sends it into a loop that retries the snapshot
+     *         forever and never stops the server (seen with the storage folder deleted)
      */
     @Override
     public long takeSnapshot() throws IOException {
+        try {
+            return checkpointSnapshot();
+        } catch (RuntimeException e) {
+            throw new IOException(getId() + ": snapshot failed: " + e.getMessage(), e);
+        }
+    }
+
+    private long checkpointSnapshot() throws IOException {
         dbLock.readLock().lock();
         try {
             RocksKv db = kv;
