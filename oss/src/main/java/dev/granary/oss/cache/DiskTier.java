@@ -37,6 +37,10 @@ import org.slf4j.LoggerFactory;
  * that fails the check (or cannot be read) is deleted and reported as absent, so the caller fetches
  * it from S3 again; a damaged disk costs GETs, never wrong bytes.
  *
+ * <p>A write that fails (a full disk, the folder removed, an I/O error) is logged once and pauses
+ * the writes for {@link #WRITE_PAUSE_NS} (30 s); pieces offered meanwhile are skipped, and the next
+ * warning says how many. Reads go on. So a full disk costs one line per pause, not one per piece.
+ *
  * <p>The folder survives restarts: {@link #open} indexes the pieces already there (their checksums
  * are checked when read). Blocks are immutable, so a piece never goes stale; it is dropped with its
  * block ({@link #invalidate}) or by eviction.
@@ -52,6 +56,8 @@ public final class DiskTier implements AutoCloseable {
     private static final String TMP = ".tmp-";
     /** Pieces waiting to be written at most; more are skipped (a cache may miss). */
     private static final int WRITE_QUEUE = 64;
+    /** How long writes pause after one fails, ns. */
+    static final long WRITE_PAUSE_NS = TimeUnit.SECONDS.toNanos(30);
 
     /** A piece read back: its bytes, and whether it is the whole block. */
     public record Piece(byte[] data, boolean whole) {}
@@ -64,6 +70,12 @@ public final class DiskTier implements AutoCloseable {
     private final AtomicLong damaged = new AtomicLong();
     /** Pieces handed to the writer and not yet written (or given up). */
     private final AtomicInteger pending = new AtomicInteger();
+    /** Writes that failed (attempts, not pieces skipped during a pause). */
+    private final AtomicLong writeFailures = new AtomicLong();
+    /** Pieces skipped because writes were paused, since the last warning. */
+    private final AtomicLong skippedWhilePaused = new AtomicLong();
+    /** System.nanoTime() until which writes are paused (0: not paused). */
+    private volatile long pausedUntilNs;
 
     private DiskTier(Path dir, long maxBytes) {
         this.dir = dir;
@@ -178,6 +190,11 @@ public final class DiskTier implements AutoCloseable {
         if ((long) data.length + HEADER > maxBytes) {
             return;
         }
+        long until = pausedUntilNs;
+        if (until != 0 && System.nanoTime() - until < 0) {
+            skippedWhilePaused.incrementAndGet(); // a write failed moments ago: do not try again yet
+            return;
+        }
         String name = name(ost, key, chunk);
         pending.incrementAndGet();
         try {
@@ -207,13 +224,28 @@ public final class DiskTier implements AutoCloseable {
             Files.move(tmp, dir.resolve(name), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
             index.put(name, data.length);
         } catch (IOException e) {
-            LOG.warn("disk cache: cannot write {} in {}: {}", name, dir, e.getMessage());
+            writeFailures.incrementAndGet();
+            pausedUntilNs = System.nanoTime() + WRITE_PAUSE_NS;
+            long skipped = skippedWhilePaused.getAndSet(0);
+            LOG.warn("disk cache: cannot write {} in {}: {}; disk cache writes paused for {} s{}", name, dir, reason(e),
+                    TimeUnit.NANOSECONDS.toSeconds(WRITE_PAUSE_NS),
+                    skipped > 0 ? " (" + skipped + " pieces were skipped in the last pause)" : "");
             try {
                 Files.deleteIfExists(tmp);
             } catch (IOException ignored) {
                 // the next open deletes leftover temporary files
             }
         }
+    }
+
+    /** Writes that failed so far (each pauses the writes; tests and diagnostics). */
+    long writeFailures() {
+        return writeFailures.get();
+    }
+
+    /** Ends a pause of the writes now (tests). */
+    void resumeWrites() {
+        pausedUntilNs = 0;
     }
 
     /** Drops the piece {@code chunk} (-1: the whole block) of block {@code key} of OST {@code ost}. */

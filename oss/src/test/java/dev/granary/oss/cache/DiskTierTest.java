@@ -2,6 +2,8 @@ package dev.granary.oss.cache;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -152,6 +154,32 @@ class DiskTierTest {
             assertEquals(1, files(dir));
             c.invalidate(0, "ino/0"); // the block was deleted (GC)
             assertEquals(0, files(dir));
+        }
+    }
+
+    /**
+     * A disk that refuses writes (here: the folder removed under the tier) costs one failed write
+     * and one warning per pause, not one per piece; reads go on, and writes resume after the pause.
+     */
+    @Test
+    void aFailedWritePausesTheWritesInsteadOfFailingOncePerPiece() throws IOException {
+        Path dir = tmp.resolve("d");
+        try (DiskTier disk = DiskTier.open(dir, 64L << 20)) {
+            Files.delete(dir);
+            for (int i = 0; i < 40; i++) {
+                disk.putAsync(0, "ino/" + i, -1, block(4 * KIB, i), true);
+                disk.flush(10_000); // one at a time: none is skipped for a full queue
+            }
+            assertEquals(1, disk.writeFailures(), "writes after the first failure wait for the pause to end");
+            assertNull(disk.get(0, "ino/3", -1));
+            Files.createDirectories(dir);
+            disk.resumeWrites(); // as when the 30 s pause ends
+            disk.putAsync(0, "ino/40", -1, block(4 * KIB, 40), true);
+            disk.flush(10_000);
+            DiskTier.Piece p = disk.get(0, "ino/40", -1);
+            assertNotNull(p, "written once the pause is over");
+            assertArrayEquals(block(4 * KIB, 40), p.data());
+            assertEquals(1, disk.writeFailures());
         }
     }
 
