@@ -773,6 +773,7 @@ NOOP_ROWS = [
     ("noop_cold", "FUSE ceiling: no-op jnr-fuse fs, Granary's options, dd read cold", "MiB/s"),
     ("noop_again", "FUSE ceiling: same, read again (Granary's options keep no page cache)", "MiB/s"),
     ("noop_cached", "FUSE ceiling: no-op fs with -o kernel_cache, read again (page cache)", "MiB/s"),
+    ("noop_stat", "FUSE ceiling: no-op fs, stat of {meta} names (caches dropped, 3rd of 3 rounds)", "ops/s"),
 ]
 REQUEST_WORKLOADS = [
     ("write", "sequential write (until in the bucket)"), ("setup", "setup: parallel-read files, small files, AU datasets"),
@@ -863,7 +864,7 @@ class Runner:
         state.add_mount(mnt)
         f = os.path.join(mnt, "zeros")
         figs = self.figures["granary"]
-        for extra, rows in (([], ("noop_cold", "noop_again")), (["--kernel-cache"], (None, "noop_cached"))):
+        for extra, rows in (([], ("noop_cold", "noop_again", "noop_stat")), (["--kernel-cache"], (None, "noop_cached"))):
             try:
                 d = Daemon(state, [GRANARY, "noopfs", mnt, "--size", f"{self.plan.noop_bytes // MIB}m", *extra],
                            os.path.join(self.work, "noopfs.log"))
@@ -872,6 +873,8 @@ class Runner:
                     drop_caches()
                     first = dd_read(f, self.plan.timeout)
                     second = dd_read(f, self.plan.timeout)
+                    if not extra:
+                        figs["noop_stat"] = noop_stat(os.path.join(mnt, "names"), self.plan.meta_count)
                 finally:
                     d.stop(timeout=30)
                     unmount(mnt)
@@ -884,6 +887,21 @@ class Runner:
                     if r:
                         figs[r] = "fails"
         log("  noop: " + ", ".join(f"{r}={fmt(figs.get(r))}" for r, _, _ in NOOP_ROWS))
+
+
+def noop_stat(names_dir, count):
+    """stat/s over count names of the no-op fs (each is an empty file), page cache and dentries
+    dropped before each of 3 rounds; the last round (the binding's JIT warmed as Granary's is by
+    the time its metadata phases run)."""
+    names = [os.path.join(names_dir, f"m{i:06d}") for i in range(count)]
+    rate = None
+    for _ in range(3):
+        drop_caches()
+        t0 = time.perf_counter()
+        for p in names:
+            os.stat(p)
+        rate = count / (time.perf_counter() - t0)
+    return rate
 
 
 def fmt(v):
@@ -933,7 +951,7 @@ def report(runner, plan, targets, info, counter, elapsed):
         out.append(f"| {label.format(**subst)} | {unit} | " + " | ".join(cells) + " | "
                    + " | ".join(ratio(vals["granary"], vals[p]) for p in peers) + " |")
     for row, label, unit in NOOP_ROWS:
-        out.append(f"| {label} | {unit} | " + " | ".join(fmt(fig["granary"].get(row)) if n == "granary" else "" for n in names)
+        out.append(f"| {label.format(**subst)} | {unit} | " + " | ".join(fmt(fig["granary"].get(row)) if n == "granary" else "" for n in names)
                    + " |" + " |" * len(peers))
     g = fig["granary"]
     judge = []
@@ -1002,7 +1020,9 @@ def report(runner, plan, targets, info, counter, elapsed):
             "fixed heap (-Xms = -Xmx = a quarter of RAM, at most 3 GiB); s3fs and rclone "
             "are clients only (their S3 server is that same JVM).",
             "- The FUSE ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros, with the same "
-            "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`.",
+            "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`; its stat row "
+            "stats as many names as the metadata phases (each an empty file, one thread, caches dropped before each "
+            "of 3 rounds, the third reported): what the binding costs a lookup with no Granary work behind it.",
             "- Figures move ±15–30% between runs on this shared 2-core machine: compare within one run."]
     if runner.failures:
         out += ["", "## Failures", ""] + [f"- {f}" for f in runner.failures]

@@ -26,11 +26,13 @@ import ru.serce.jnrfuse.struct.FuseFileInfo;
  * filesystem that does nothing but serve one read-only file of zeros, {@code /zeros}, with the
  * same FUSE options Granary's client mounts with ({@link FuseMount#options}). Reading it measures
  * the ceiling of the FUSE binding itself (kernel FUSE + libfuse2 + jnr-fuse upcalls), with no
- * Granary work behind it. Serves until SIGTERM/Ctrl-C, then unmounts.
+ * Granary work behind it; stat of names in {@code /names} (each an empty file) measures the
+ * binding's ceiling for lookups. Serves until SIGTERM/Ctrl-C, then unmounts.
  */
 @Command(name = "noopfs", hidden = true, mixinStandardHelpOptions = true,
-        description = {"Mount a no-op FUSE filesystem (one file of zeros, /zeros) with Granary's FUSE options,",
-                "to measure the ceiling of the FUSE binding. Serves until SIGTERM/Ctrl-C.", "",
+        description = {"Mount a no-op FUSE filesystem (one file of zeros, /zeros; every name in /names is an",
+                "empty file) with Granary's FUSE options, to measure the ceiling of the FUSE binding for",
+                "reads and for stat. Serves until SIGTERM/Ctrl-C.", "",
                 "Example:  granary noopfs /tmp/noop --size 4g   then   dd if=/tmp/noop/zeros of=/dev/null bs=1M"})
 public final class NoopFsCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "MOUNT", description = "Mount point; must exist and be empty.")
@@ -78,9 +80,14 @@ public final class NoopFsCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** The no-op filesystem: a root directory holding one read-only file of zeros. */
+    /**
+     * The no-op filesystem: a root directory holding one read-only file of zeros, and a directory
+     * {@code /names} in which every name is an empty file (its lookups measure the binding's
+     * ceiling for stat).
+     */
     static final class ZeroFs extends PooledFuseFS {
         private static final String FILE = "/zeros";
+        private static final String NAMES = "/names";
         private final long size;
 
         ZeroFs(long size) {
@@ -90,9 +97,14 @@ public final class NoopFsCommand implements Callable<Integer> {
 
         @Override
         public int getattr(String path, FileStat stat) {
-            if (path.equals("/")) {
+            if (path.equals("/") || path.equals(NAMES)) {
                 stat.st_mode.set(FileStat.S_IFDIR | 0755);
                 stat.st_nlink.set(2);
+                return 0;
+            }
+            if (path.startsWith(NAMES + "/") && path.indexOf('/', NAMES.length() + 1) < 0) {
+                stat.st_mode.set(FileStat.S_IFREG | 0444);
+                stat.st_nlink.set(1);
                 return 0;
             }
             if (path.equals(FILE)) {
@@ -112,6 +124,7 @@ public final class NoopFsCommand implements Callable<Integer> {
             filter.apply(buf, ".", null, 0);
             filter.apply(buf, "..", null, 0);
             filter.apply(buf, FILE.substring(1), null, 0);
+            filter.apply(buf, NAMES.substring(1), null, 0);
             return 0;
         }
 
