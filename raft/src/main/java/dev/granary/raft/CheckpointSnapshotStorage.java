@@ -132,9 +132,18 @@ final class CheckpointSnapshotStorage implements StateMachineStorage {
         }
     }
 
+    /**
+     * Called by Ratis' state machine updater after each snapshot. Any failure is an IOException
+     * (the directory streams' unchecked ones included): Ratis logs that once, while an unchecked
+     * exception would send its updater into an endless retry loop (see {@link KvStateMachine#takeSnapshot}).
+     */
     @Override
     public void cleanupOldSnapshots(SnapshotRetentionPolicy policy) throws IOException {
-        deleteOldSnapshots(SNAPSHOTS_RETAINED);
+        try {
+            deleteOldSnapshots(SNAPSHOTS_RETAINED);
+        } catch (RuntimeException e) {
+            throw new IOException("cleanup of old snapshots in " + snapshotsDir() + " failed: " + e.getMessage(), e);
+        }
     }
 
     /** Deletes all but the {@code keep} newest snapshot directories and leftover temp dirs. */
