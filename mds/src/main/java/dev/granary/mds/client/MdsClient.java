@@ -99,6 +99,28 @@ public final class MdsClient implements AutoCloseable {
         write(req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name))));
     }
 
+    /**
+     * The request of an unlink that removes {@code name} only if it still names inode
+     * {@code expectIno} (else ENOENT), for {@link #batchWrite}.
+     */
+    public MdsRequest unlinkRequest(Caller c, long parent, byte[] name, long expectIno) {
+        return req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name)).setExpectIno(expectIno)).build();
+    }
+
+    /**
+     * Sends {@code requests} (mutations) as one Raft entry, applied in order, each on its own;
+     * returns one response per request, in order, each with its own status (not thrown).
+     *
+     * @throws dev.granary.mds.FsException only for the transport (EIO) or a malformed batch
+     */
+    public List<MdsResponse> batchWrite(List<MdsRequest> requests) {
+        MdsRequest.Builder b = MdsRequest.newBuilder().setBatchWrite(BatchWriteRequest.newBuilder().addAllRequests(requests));
+        if (!requests.isEmpty()) {
+            b.setCaller(requests.get(0).getCaller());
+        }
+        return write(b).getBatchList();
+    }
+
     /** Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. */
     public void rmdir(Caller c, long parent, byte[] name) {
         write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name))));

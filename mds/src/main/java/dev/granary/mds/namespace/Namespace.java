@@ -674,6 +674,15 @@ public final class Namespace {
      * @throws FsException ENOENT, EISDIR (a directory, or "." / ".."), ENOTDIR, EACCES, EPERM (sticky)
      */
     public void unlink(Caller c, long parent, byte[] name, long now) {
+        unlink(c, parent, name, 0, now);
+    }
+
+    /**
+     * {@link #unlink(Caller, long, byte[], long)} that removes the entry only if it names inode
+     * {@code expectIno} ({@code 0}: any): ENOENT when it names another (a deferred unlink must not
+     * remove a file that replaced the one its caller saw).
+     */
+    public void unlink(Caller c, long parent, byte[] name, long expectIno, long now) {
         requireWritable();
         InodeRecord p = dir(parent);
         checkNameSyntax(name);
@@ -684,6 +693,10 @@ public final class Namespace {
         DentryRecord d = dentry(parent, name);
         if (d == null) {
             throw err(Status.ENOENT, "no entry '" + show(name) + "'");
+        }
+        if (expectIno != 0 && d.getIno() != expectIno) {
+            throw err(Status.ENOENT, "'" + show(name) + "' now names inode " + Long.toUnsignedString(d.getIno())
+                    + ", not " + Long.toUnsignedString(expectIno));
         }
         InodeRecord victim = inode(d.getIno());
         if (isDir(victim.getMode())) {

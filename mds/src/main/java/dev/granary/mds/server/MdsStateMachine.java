@@ -48,7 +48,11 @@ public final class MdsStateMachine implements KvApplier {
         }
     }
 
-    /** Applies one mutation; returns MdsResponse bytes. */
+    /**
+     * Applies one mutation, or a {@code batch_write} of them in order (each on its own: one that
+     * fails writes nothing and the others go on; a batch inside it gets EINVAL); returns
+     * MdsResponse bytes.
+     */
     @Override
     public byte[] apply(long logIndex, byte[] request, KvTxn txn) {
         MdsRequest r;
@@ -57,18 +61,35 @@ public final class MdsStateMachine implements KvApplier {
         } catch (InvalidProtocolBufferException e) {
             return error(Status.EINVAL, "malformed MdsRequest: " + e.getMessage());
         }
+        if (r.getOpCase() == MdsRequest.OpCase.BATCH_WRITE) {
+            MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
+            for (MdsRequest one : r.getBatchWrite().getRequestsList()) {
+                if (one.getOpCase() == MdsRequest.OpCase.BATCH_WRITE || one.getOpCase() == MdsRequest.OpCase.BATCH_READ) {
+                    out.addBatch(errorResponse(Status.EINVAL, "a batch inside a batch_write"));
+                    continue;
+                }
+                // Each on its own buffer over the entry's transaction: it sees the writes of the
+                // ones before it, and one that fails writes nothing.
+                out.addBatch(applyOne(logIndex, one.toBuilder().setNowNs(r.getNowNs()).build(), txn));
+            }
+            return out.build().toByteArray();
+        }
+        return applyOne(logIndex, r, txn).toByteArray();
+    }
+
+    private static MdsResponse applyOne(long logIndex, MdsRequest r, KvTxn txn) {
         BufferedTxn buf = new BufferedTxn(txn);
         try {
             Namespace ns = Namespace.live(buf);
             ns.ensureRoot(r.getNowNs());
             MdsResponse resp = dispatch(ns, r, true);
             buf.flushTo(txn);
-            return resp.toByteArray();
+            return resp;
         } catch (FsException e) {
             if (log.isDebugEnabled()) {
                 log.debug("log index {}: {} -> {}", logIndex, r.getOpCase(), e.getMessage());
             }
-            return error(e.status(), message(e));
+            return errorResponse(e.status(), message(e));
         }
     }
 
@@ -178,7 +199,8 @@ public final class MdsStateMachine implements KvApplier {
                 var q = r.getMkdir();
                 out.setAttr(ns.mkdir(c, q.getParent(), q.getName().toByteArray(), q.getMode(), now));
             }
-            case UNLINK -> ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(), now);
+            case UNLINK -> ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(),
+                    r.getUnlink().getExpectIno(), now);
             case RMDIR -> ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now);
             case RENAME -> ns.rename(c, r.getRename(), now);
             case SYMLINK -> {
