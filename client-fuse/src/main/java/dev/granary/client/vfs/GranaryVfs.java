@@ -551,16 +551,14 @@ public final class GranaryVfs implements AutoCloseable {
     public void rmdir(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
-        mds.rmdir(c, pn.parent.getIno(), nameBytes(pn.name));
-        removed(pn, child);
+        removed(pn, child, mds.rmdir(c, pn.parent.getIno(), nameBytes(pn.name)));
     }
 
     /** unlink(2): ENOENT, EISDIR, EACCES, EPERM (sticky directory). */
     public void unlink(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
-        mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name));
-        removed(pn, child);
+        removed(pn, child, mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name)));
     }
 
     /**
@@ -662,10 +660,21 @@ public final class GranaryVfs implements AutoCloseable {
         }
     }
 
-    private void removed(ParentName pn, Long child) {
+    /**
+     * An entry was removed from {@code pn.parent} (unlink, rmdir): its dentry and the child's
+     * attributes (nlink) are dropped; the directory's attributes become {@code parentAttr}, the
+     * ones the MDS answered with (mtime, ctime, nlink), or are dropped when it sent none. As for
+     * {@link #entryAdded}: dropping them cost the next path resolution a lookup of the directory
+     * at the MDS (a Raft read per file of an {@code rm -r}).
+     */
+    private void removed(ParentName pn, Long child, Attr parentAttr) {
         localChanges.incrementAndGet();
         dentries.invalidate(new DentryKey(pn.parent.getIno(), pn.name));
-        attrs.invalidate(pn.parent.getIno());
+        if (parentAttr != null) {
+            attrs.put(parentAttr.getIno(), parentAttr);
+        } else {
+            attrs.invalidate(pn.parent.getIno());
+        }
         if (child != null) {
             attrs.invalidate(child);
         }

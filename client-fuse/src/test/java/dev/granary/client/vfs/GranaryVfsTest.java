@@ -459,6 +459,37 @@ class GranaryVfsTest {
         }
     }
 
+    /**
+     * Removing files one by one (rm -r) costs one MDS write each and no reads: the unlink's reply
+     * carries the directory's new attributes, which the client keeps. Regression: it dropped them,
+     * and the next path resolution looked the directory up again at the MDS (a Raft read per file).
+     */
+    @Test
+    void anUnlinkLoopCostsOneMdsWritePerFileAndNoReads() {
+        int n = 20;
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/rm" + i, new byte[10], 10);
+        }
+        for (int i = 0; i < n; i++) {
+            vfs.getattr(ROOT, dir + "/rm" + i); // all entries cached, as after the kernel's LOOKUPs
+        }
+        long lookups = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP);
+        long getattrs = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETATTR);
+        long unlinks = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.UNLINK);
+        long before = System.currentTimeMillis() * 1_000_000L;
+        for (int i = 0; i < n; i++) {
+            vfs.unlink(ROOT, dir + "/rm" + i);
+        }
+        Attr d = vfs.getattr(ROOT, dir);
+        assertEquals(n, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.UNLINK) - unlinks);
+        assertEquals(0, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP) - lookups, "lookups during the loop");
+        assertEquals(0, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETATTR) - getattrs, "getattrs during the loop");
+        assertTrue(d.getMtimeNs() >= before - 1_000_000_000L, "the directory's mtime is the last unlink's: " + d.getMtimeNs());
+        vfs.invalidateCaches();
+        assertEquals(d.getMtimeNs(), vfs.getattr(ROOT, dir).getMtimeNs(), "the cached attributes are the MDS's");
+        assertThrows(FsException.class, () -> vfs.getattr(ROOT, dir + "/rm3"));
+    }
+
     @Test
     void aLookupWaitsForTheStataheadPageHoldingItsNameNotForTheWholeDirectory() throws Exception {
         int n = 60;

@@ -94,9 +94,17 @@ public final class MdsClient implements AutoCloseable {
         return write(req(c).setMkdir(MkdirRequest.newBuilder().setParent(parent).setName(bs(name)).setMode(mode))).getAttr();
     }
 
-    /** Removes a non-directory entry: ENOENT, EISDIR, EACCES, EPERM (sticky). */
-    public void unlink(Caller c, long parent, byte[] name) {
-        write(req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name))));
+    /**
+     * Removes a non-directory entry: ENOENT, EISDIR, EACCES, EPERM (sticky). Returns the parent's
+     * new attributes (mtime, ctime), or null when the MDS sent none.
+     */
+    public Attr unlink(Caller c, long parent, byte[] name) {
+        return parentAttr(write(req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
+    }
+
+    /** The parent's attributes an unlink or rmdir answered with, or null (an MDS that sends none). */
+    private static Attr parentAttr(MdsResponse r, long parent) {
+        return r.hasAttr() && r.getAttr().getIno() == parent ? r.getAttr() : null;
     }
 
     /**
@@ -121,9 +129,12 @@ public final class MdsClient implements AutoCloseable {
         return write(b).getBatchList();
     }
 
-    /** Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. */
-    public void rmdir(Caller c, long parent, byte[] name) {
-        write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name))));
+    /**
+     * Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. Returns the parent's new
+     * attributes (mtime, ctime, nlink), or null when the MDS sent none.
+     */
+    public Attr rmdir(Caller c, long parent, byte[] name) {
+        return parentAttr(write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
     }
 
     /** Atomic rename (renameat2 flags): ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EEXIST (NOREPLACE). */

@@ -199,9 +199,16 @@ public final class MdsStateMachine implements KvApplier {
                 var q = r.getMkdir();
                 out.setAttr(ns.mkdir(c, q.getParent(), q.getName().toByteArray(), q.getMode(), now));
             }
-            case UNLINK -> ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(),
-                    r.getUnlink().getExpectIno(), now);
-            case RMDIR -> ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now);
+            // Unlink and rmdir answer with the parent's new attributes (mtime, ctime, nlink), so a
+            // client keeps them cached instead of asking for them on its next path resolution.
+            case UNLINK -> {
+                ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(), r.getUnlink().getExpectIno(), now);
+                out.setAttr(ns.getattr(c, r.getUnlink().getParent()));
+            }
+            case RMDIR -> {
+                ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now);
+                out.setAttr(ns.getattr(c, r.getRmdir().getParent()));
+            }
             case RENAME -> ns.rename(c, r.getRename(), now);
             case SYMLINK -> {
                 var q = r.getSymlink();
