@@ -149,6 +149,25 @@ class CliBadInputTest {
         }
     }
 
+    /**
+     * A key given twice in the config is one clear error naming it, not "the last one wins".
+     * Regression: a setting appended under a key the file already had was silently ignored.
+     */
+    @Test
+    void aConfigKeyGivenTwiceIsAnError() throws Exception {
+        Path conf = writeConfig("http://127.0.0.1:1", "k", "s");
+        String text = Files.readString(conf);
+        Files.writeString(conf, text.replace("  statahead_max: 32768\n", "  statahead_max: 32768\n  statahead_max: 0\n"));
+        dev.granary.tools.config.ConfigException e = org.junit.jupiter.api.Assertions.assertThrows(dev.granary.tools.config.ConfigException.class,
+                () -> GranaryConfig.load(conf));
+        assertTrue(e.getMessage().contains("statahead_max") && e.getMessage().contains("line"), e.getMessage());
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "status", "-c", conf.toString())) {
+            assertTrue(g.waitFor(60) != 0, g.transcript());
+            assertEquals(1, g.errorLines().size(), g.transcript());
+            assertTrue(g.errorLines().get(0).contains("statahead_max"), g.transcript());
+        }
+    }
+
     /** A disk tier that cannot be created, or a size that is not one: one clear line each, exit 1, no stack trace. */
     @Test
     void ossDiskCacheInAFileOrWithABadSize() throws Exception {

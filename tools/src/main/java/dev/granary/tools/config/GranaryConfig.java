@@ -113,6 +113,8 @@ public final class GranaryConfig {
         public String lockLease = "15s";
         /** Statahead: entries of a directory fetched with attributes when lookups in it keep missing (0: off). */
         public int stataheadMax = 32768;
+        /** unlink(2) returns once checked by the client; removals go to the MDS in the background, batched (false: each waits for its Raft commit). */
+        public boolean deferredUnlink = true;
         /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
         public String ioTimeout = "120s";
     }
@@ -126,7 +128,9 @@ public final class GranaryConfig {
     }
 
     private static ObjectMapper mapper() {
-        return new ObjectMapper(new YAMLFactory())
+        // A key given twice is an error, not "the last one wins": a setting added under a key the
+        // file already had was silently ignored.
+        return new ObjectMapper(new YAMLFactory().enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION))
                 .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
                 .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
     }
