@@ -501,11 +501,17 @@ public class GranaryFuse extends PooledFuseFS {
         });
     }
 
-    /** Namespace operations are durable (committed by a Raft majority) when they return: nothing to do. */
+    /**
+     * Namespace operations are durable (committed by a Raft majority) when they return, except
+     * deferred unlinks: this waits for those in the directory and reports their first error (EIO).
+     */
     @Override
     public int fsyncdir(String nativePath, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
-        return call("fsyncdir", path, c -> 0);
+        return call("fsyncdir", path, c -> {
+            vfs.fsyncdir(c, path);
+            return 0;
+        });
     }
 
     // ------------------------------------------------------------------ xattrs

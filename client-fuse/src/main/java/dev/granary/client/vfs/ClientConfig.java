@@ -47,11 +47,20 @@ import java.time.Duration;
  *                         lookups from its cache, as stat loops and shuffled DataLoaders make them.
  *                         At most this many entries per fetch (default 32768; 0 disables). Cached
  *                         entries follow {@code cacheTimeout} like any other
+ * @param deferredUnlink   unlink(2) of a file whose entry and attributes this client has cached
+ *                         returns once checked here (permissions, not a directory) and its removal
+ *                         is sent to the MDS in the background, batched with the others (as CephFS's
+ *                         {@code nowsync}). This client sees the file gone at once; other clients see
+ *                         it when the batch commits (milliseconds); an error the MDS answers later
+ *                         is logged and returned by the next fsync of the directory, and the entry
+ *                         reappears. A crash loses removals not yet sent (fsync of the directory
+ *                         waits for them). Another client may see a removed entry that long, well
+ *                         within the {@code cacheTimeout} its own caches may show it anyway. Default true
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
                            int inlineMax, boolean keepCache, Duration openAfterLookup, Duration lockLease,
-                           int stataheadMax) {
+                           int stataheadMax, boolean deferredUnlink) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -92,59 +101,64 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
     /**
      * The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages,
      * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens,
-     * statahead of up to 32768 entries.
+     * statahead of up to 32768 entries, deferred unlinks.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, true);
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another inline-data threshold (bytes; 0 disables). */
     public ClientConfig withInlineMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with keep_cache on or off. */
     public ClientConfig withKeepCache(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another open-after-lookup window (0 disables). */
     public ClientConfig withOpenAfterLookup(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another lock lease. */
     public ClientConfig withLockLease(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink);
     }
 
     /** A copy with another statahead limit (entries per directory fetch; 0 disables). */
     public ClientConfig withStataheadMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink);
+    }
+
+    /** A copy with deferred unlinks on or off. */
+    public ClientConfig withDeferredUnlink(boolean b) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b);
     }
 }

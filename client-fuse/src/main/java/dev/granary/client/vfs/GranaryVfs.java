@@ -109,6 +109,15 @@ public final class GranaryVfs implements AutoCloseable {
     /** Bumped on each of this client's own namespace or attribute changes (see {@link StatAhead}). */
     private final AtomicLong localChanges = new AtomicLong();
     private final StatAhead statAhead;
+    /** Unlinks sent to the MDS in the background ({@link ClientConfig#deferredUnlink()}), or null. */
+    private final DeferredUnlinks deferred;
+    /**
+     * Entries this client removed lately (unlink, rmdir), which statahead must not cache again
+     * from a page the MDS read before the removal. Kept for twice the cache timeout plus 1 s, longer
+     * than any page fetch. A removal does not bump {@link #localChanges}: that would throw away every
+     * page fetched during an {@code rm -r} of the directory (each lookup then asked the MDS).
+     */
+    private final Cache<DentryKey, Boolean> recentlyRemoved;
     private final AtomicLong nextHandle = new AtomicLong(1);
     private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
     private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
@@ -156,7 +165,29 @@ public final class GranaryVfs implements AutoCloseable {
         this.absentXattrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.xattrFree = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.lookupMaps = Caffeine.newBuilder().expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
-        this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get);
+        this.recentlyRemoved = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
+                .maximumSize(1_000_000).build();
+        this.deferred = config.deferredUnlink() ? new DeferredUnlinks(mds, new DeferredUnlinks.Outcome() {
+            @Override
+            public void removed(DeferredUnlinks.Unlink u, Attr parentAttr) {
+                recentlyRemoved.put(new DentryKey(u.parent(), u.name()), Boolean.TRUE); // from now on, for a full window
+                Attr cached = attrs.getIfPresent(u.parent());
+                if (parentAttr != null && (cached == null || cached.getCtimeNs() <= parentAttr.getCtimeNs())) {
+                    attrs.put(u.parent(), parentAttr); // the MDS's times replace the local estimate
+                }
+            }
+
+            @Override
+            public void failed(DeferredUnlinks.Unlink u, FsException e) {
+                localChanges.incrementAndGet();
+                dentries.invalidate(new DentryKey(u.parent(), u.name()));
+                attrs.invalidate(u.parent());
+                attrs.invalidate(u.ino());
+            }
+        }) : null;
+        this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
+                (dir, name) -> recentlyRemoved.getIfPresent(new DentryKey(dir, name)) != null
+                        || (deferred != null && deferred.pending(dir, name)));
     }
 
     /** A caller identity: uid, primary gid and supplementary gids. */
@@ -260,6 +291,9 @@ public final class GranaryVfs implements AutoCloseable {
         if (cached != null) {
             return cached;
         }
+        if (deferred != null) {
+            deferred.awaitName(dir.getIno(), name); // the MDS must not show the entry a pending unlink removes
+        }
         Attr a;
         if (config.openAfterLookup().isZero()) {
             a = mds.lookup(c, dir.getIno(), nameBytes(name));
@@ -316,6 +350,9 @@ public final class GranaryVfs implements AutoCloseable {
         }
         String name = comps.get(comps.size() - 1);
         nameBytes(name);
+        if (deferred != null) {
+            deferred.awaitName(cur.getIno(), name); // a change of this name follows its pending unlink
+        }
         return new ParentName(cur, name);
     }
 
@@ -551,14 +588,59 @@ public final class GranaryVfs implements AutoCloseable {
     public void rmdir(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
+        if (deferred != null) {
+            deferred.awaitDir(child != null ? child : lookup(c, path).getIno()); // its files' pending unlinks first
+        }
         removed(pn, child, mds.rmdir(c, pn.parent.getIno(), nameBytes(pn.name)));
     }
 
-    /** unlink(2): ENOENT, EISDIR, EACCES, EPERM (sticky directory). */
+    /**
+     * unlink(2): ENOENT, EISDIR, EACCES, EPERM (sticky directory). With
+     * {@link ClientConfig#deferredUnlink()}, an entry whose attributes are cached here, a file with
+     * one name and no handle open here, in a directory the caller may write and search and that is
+     * not sticky, is removed here at once and at the MDS in the background ({@link DeferredUnlinks});
+     * anything else (or anything unsure) goes to the MDS before returning.
+     */
     public void unlink(Caller c, String path) {
         ParentName pn = parentOf(c, path);
-        Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
+        DentryKey key = new DentryKey(pn.parent.getIno(), pn.name);
+        Long child = dentries.getIfPresent(key);
+        if (deferred != null && child != null) {
+            Attr ca = attrs.getIfPresent(child);
+            Attr p = pn.parent;
+            // Only a file with one name and no handle open here: another name's nlink, or an open
+            // handle's fstat, must show the removal at once (POSIX), which only the MDS can give.
+            if (ca != null && !isDir(ca) && ca.getNlink() == 1 && !filesByIno.containsKey(child)
+                    && permits(c, p, W_OK | X_OK) && ((p.getMode() & 01000) == 0 || c.getUid() == 0)) {
+                deferred.offer(new DeferredUnlinks.Unlink(c, p.getIno(), pn.name, child));
+                forgetRemoved(key, child, ca);
+                long now = System.currentTimeMillis() * 1_000_000L;
+                Attr cached = attrs.getIfPresent(p.getIno());
+                if (cached != null) { // POSIX: unlink marks the directory's mtime and ctime; the MDS's replace these
+                    attrs.put(p.getIno(), cached.toBuilder().setMtimeNs(Math.max(cached.getMtimeNs(), now))
+                            .setCtimeNs(Math.max(cached.getCtimeNs(), now)).build());
+                }
+                return;
+            }
+        }
         removed(pn, child, mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name)));
+    }
+
+    /**
+     * fsync(2) of a directory: waits for this client's deferred unlinks in it and returns the
+     * first error one of them met since the last fsync (EIO, with the MDS's errno in the message);
+     * every other namespace change is committed when its call returns.
+     */
+    public void fsyncdir(Caller c, String path) {
+        Attr a = lookup(c, path);
+        if (deferred == null) {
+            return;
+        }
+        deferred.awaitDir(a.getIno());
+        FsException e = deferred.takeError(a.getIno());
+        if (e != null) {
+            throw new FsException(Status.EIO, "a deferred unlink in " + path + " failed: " + e.status() + " " + e.getMessage());
+        }
     }
 
     /**
@@ -668,15 +750,27 @@ public final class GranaryVfs implements AutoCloseable {
      * at the MDS (a Raft read per file of an {@code rm -r}).
      */
     private void removed(ParentName pn, Long child, Attr parentAttr) {
-        localChanges.incrementAndGet();
-        dentries.invalidate(new DentryKey(pn.parent.getIno(), pn.name));
+        forgetRemoved(new DentryKey(pn.parent.getIno(), pn.name), child, child == null ? null : attrs.getIfPresent(child));
         if (parentAttr != null) {
             attrs.put(parentAttr.getIno(), parentAttr);
         } else {
             attrs.invalidate(pn.parent.getIno());
         }
+    }
+
+    /**
+     * Drops a removed entry and its inode's attributes from the caches and keeps statahead from
+     * caching it again. An inode with other names (nlink &gt; 1: its nlink changed) bumps
+     * {@link #localChanges} too, so a page fetched meanwhile cannot bring back its old attributes.
+     */
+    private void forgetRemoved(DentryKey key, Long child, Attr childAttr) {
+        recentlyRemoved.put(key, Boolean.TRUE);
+        dentries.invalidate(key);
         if (child != null) {
             attrs.invalidate(child);
+            if (childAttr == null || childAttr.getNlink() > 1 || isDir(childAttr)) {
+                localChanges.incrementAndGet();
+            }
         }
     }
 
@@ -1005,6 +1099,9 @@ public final class GranaryVfs implements AutoCloseable {
         if (d == null) {
             throw new FsException(Status.EBADF, "unknown directory handle " + dh);
         }
+        if (deferred != null) {
+            deferred.awaitDir(d.ino); // a listing shows none of the files this client removed
+        }
         List<Entry> out = new ArrayList<>();
         out.add(new Entry(".", d.ino, S_IFDIR));
         out.add(new Entry("..", d.parentIno, S_IFDIR));
@@ -1013,6 +1110,9 @@ public final class GranaryVfs implements AutoCloseable {
             ReadDirPage p = mds.readdir(c, d.ino, after.toByteArray(), config.readdirPageSize());
             for (DirEntry e : p.entries()) {
                 String name = Names.decode(e.getName().toByteArray());
+                if (deferred != null && deferred.pending(d.ino, name)) {
+                    continue; // removed here since the listing began
+                }
                 out.add(new Entry(name, e.getIno(), e.getMode() & S_IFMT));
                 dentries.put(new DentryKey(d.ino, name), e.getIno());
             }
@@ -1166,6 +1266,9 @@ public final class GranaryVfs implements AutoCloseable {
             } catch (RuntimeException e) {
                 LOG.warn("flush of file handle {} at close failed: {}", fh, e.getMessage());
             }
+        }
+        if (deferred != null) {
+            deferred.close(); // sends the pending unlinks (waits up to 30 s)
         }
         dirs.clear();
         renewer.shutdownNow();

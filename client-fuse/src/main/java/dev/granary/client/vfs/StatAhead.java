@@ -49,6 +49,8 @@ final class StatAhead {
     private final Cache<GranaryVfs.DentryKey, Long> dentries;
     private final Cache<Long, Attr> attrs;
     private final LongSupplier generation;
+    /** Names not to cache: entries this client removed whose removal the MDS has not applied yet. */
+    private final java.util.function.BiPredicate<Long, String> skip;
     private final Cache<Long, Dir> dirs;
     private final AtomicLong fetches = new AtomicLong();
     private final AtomicLong fetchedEntries = new AtomicLong();
@@ -71,15 +73,17 @@ final class StatAhead {
     /**
      * @param generation a counter this client bumps on each of its own namespace or attribute
      *                   changes (create, unlink, rename, setattr, commit at close, ...)
+     * @param skip       (directory inode, name) of entries never to cache (deferred unlinks pending)
      */
     StatAhead(MdsClient mds, ExecutorService executor, ClientConfig config, Cache<GranaryVfs.DentryKey, Long> dentries,
-              Cache<Long, Attr> attrs, LongSupplier generation) {
+              Cache<Long, Attr> attrs, LongSupplier generation, java.util.function.BiPredicate<Long, String> skip) {
         this.mds = mds;
         this.executor = executor;
         this.config = config;
         this.dentries = dentries;
         this.attrs = attrs;
         this.generation = generation;
+        this.skip = skip;
         this.dirs = Caffeine.newBuilder().expireAfterAccess(config.cacheTimeout().multipliedBy(4).plusSeconds(1))
                 .maximumSize(10_000).build();
     }
@@ -192,6 +196,9 @@ final class StatAhead {
                         continue;
                     }
                     String name = Names.decode(e.getName().toByteArray());
+                    if (skip.test(dirIno, name)) {
+                        continue;
+                    }
                     GranaryVfs.DentryKey key = new GranaryVfs.DentryKey(dirIno, name);
                     if (dentries.asMap().putIfAbsent(key, e.getIno()) == null) {
                         put.add(key);

@@ -466,6 +466,8 @@ class GranaryVfsTest {
      */
     @Test
     void anUnlinkLoopCostsOneMdsWritePerFileAndNoReads() {
+        vfs.close();
+        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDeferredUnlink(false)); // each unlink waits for its commit
         int n = 20;
         for (int i = 0; i < n; i++) {
             writeFile(vfs, dir + "/rm" + i, new byte[10], 10);
@@ -488,6 +490,156 @@ class GranaryVfsTest {
         vfs.invalidateCaches();
         assertEquals(d.getMtimeNs(), vfs.getattr(ROOT, dir).getMtimeNs(), "the cached attributes are the MDS's");
         assertThrows(FsException.class, () -> vfs.getattr(ROOT, dir + "/rm3"));
+    }
+
+    /**
+     * An rm loop over a directory whose entries are not cached (rm -r after the kernel dropped its
+     * dentries): statahead answers the lookups although the loop removes entries meanwhile, and no
+     * removed entry comes back from a page fetched before its removal. Regression: each removal
+     * made statahead throw away the page it was fetching, so every lookup asked the MDS.
+     */
+    @Test
+    void stataheadKeepsAnsweringAnRmLoopAndNeverBringsARemovedEntryBack() {
+        int n = 80;
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/rmsa" + i, new byte[] {1}, 1);
+        }
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(Duration.ofSeconds(30)).withReaddirPageSize(16);
+        for (boolean deferredUnlink : new boolean[] {false, true}) {
+            String sub = dir + "/rmsa-" + deferredUnlink;
+            vfs.mkdir(ROOT, sub, 0755);
+            for (int i = 0; i < n; i++) {
+                vfs.rename(ROOT, dir + "/rmsa" + i, sub + "/f" + i, 0);
+            }
+            try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg.withDeferredUnlink(deferredUnlink))) {
+                long lookups = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP);
+                for (int i = 0; i < n; i++) {
+                    assertEquals(1, other.getattr(ROOT, sub + "/f" + i).getSize()); // the kernel's LOOKUP before unlink
+                    other.unlink(ROOT, sub + "/f" + i);
+                }
+                long asked = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP) - lookups;
+                assertTrue(asked <= 8, "lookups asked of the MDS during the loop (deferred " + deferredUnlink + "): " + asked);
+                for (int i = 0; i < n; i++) {
+                    int k = i;
+                    assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> other.getattr(ROOT, sub + "/f" + k)).status());
+                }
+                other.rmdir(ROOT, sub);
+            }
+            if (!deferredUnlink) {
+                for (int i = 0; i < n; i++) {
+                    writeFile(vfs, dir + "/rmsa" + i, new byte[] {1}, 1);
+                }
+            }
+        }
+    }
+
+    /** Holds the first batch_write at the MDS until the returned latch opens. */
+    private static java.util.concurrent.CountDownLatch holdFirstBatchWrite() {
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicBoolean first = new java.util.concurrent.atomic.AtomicBoolean(true);
+        cluster.beforeWrite = r -> {
+            if (r.hasBatchWrite() && first.getAndSet(false)) {
+                try {
+                    release.await(30, java.util.concurrent.TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        };
+        return release;
+    }
+
+    /**
+     * Deferred unlinks (client.deferred_unlink): unlink returns before the MDS has the removal;
+     * removals go in batches; this client's listing, recreation and fsync of the directory see
+     * them done; another client sees them once committed.
+     */
+    @Test
+    void deferredUnlinksReturnAtOnceGoInBatchesAndThisClientSeesThemDone() throws Exception {
+        int n = 30;
+        try (GranaryVfs d = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDeferredUnlink(true))) {
+            for (int i = 0; i < n; i++) {
+                writeFile(d, dir + "/du" + i, new byte[] {(byte) i}, 1);
+            }
+            long dirIno = d.getattr(ROOT, dir).getIno();
+            java.util.concurrent.CountDownLatch release = holdFirstBatchWrite();
+            long batches = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.BATCH_WRITE);
+            long unlinks = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.UNLINK);
+            try {
+                for (int i = 0; i < n; i++) {
+                    d.unlink(ROOT, dir + "/du" + i); // returns while the first batch is held at the MDS
+                }
+                assertEquals(1, cluster.mds.lookup(ROOT, dirIno, "du7".getBytes(StandardCharsets.UTF_8)).getSize(),
+                        "the MDS still has the file while its removal is held");
+            } finally {
+                release.countDown();
+            }
+            List<String> names = d.readdir(ROOT, dir).stream().map(GranaryVfs.Entry::name).filter(x -> x.startsWith("du")).toList();
+            assertEquals(List.of(), names, "a listing waits for the pending removals");
+            long sent = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.BATCH_WRITE) - batches;
+            assertTrue(sent >= 2 && sent <= 3, "30 removals in " + sent + " batches");
+            assertEquals(0, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.UNLINK) - unlinks, "no unlink sent on its own");
+            FsException gone = assertThrows(FsException.class, () -> vfs.getattr(ROOT, dir + "/du7"));
+            assertEquals(Status.ENOENT, gone.status(), "another client sees it removed");
+            assertThrows(FsException.class, () -> cluster.mds.lookup(ROOT, dirIno, "du7".getBytes(StandardCharsets.UTF_8)));
+            // recreate a removed name at once, and fsync the directory
+            writeFile(d, dir + "/du3", new byte[] {42, 43}, 2);
+            assertEquals(2, d.getattr(ROOT, dir + "/du3").getSize());
+            d.fsyncdir(ROOT, dir);
+            // an unlink right after the create: deferred, then gone here and at the MDS after fsync
+            d.unlink(ROOT, dir + "/du3");
+            assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> d.getattr(ROOT, dir + "/du3")).status());
+            d.fsyncdir(ROOT, dir);
+            assertThrows(FsException.class, () -> cluster.mds.lookup(ROOT, dirIno, "du3".getBytes(StandardCharsets.UTF_8)));
+        } finally {
+            cluster.beforeWrite = r -> { };
+        }
+    }
+
+    /**
+     * A deferred unlink never removes a file that replaced the one it meant (another client renamed
+     * one over it meanwhile), and one the MDS refuses (another client took the write permission
+     * away meanwhile) is reported by fsync of the directory while the file stays.
+     */
+    @Test
+    void aDeferredUnlinkNeverRemovesAReplacementAndReportsARefusal() throws Exception {
+        vfs.chmod(ROOT, dir, 0777);
+        Caller user = GranaryVfs.caller(1000, 1000);
+        try (GranaryVfs d = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDeferredUnlink(true))) {
+            writeFile(d, dir + "/x", "old".getBytes(StandardCharsets.UTF_8), 3);
+            writeFile(d, dir + "/y", "new!".getBytes(StandardCharsets.UTF_8), 4);
+            long yIno = d.getattr(ROOT, dir + "/y").getIno();
+            d.getattr(ROOT, dir + "/x");
+            java.util.concurrent.CountDownLatch release = holdFirstBatchWrite();
+            try {
+                d.unlink(ROOT, dir + "/x");
+                vfs.rename(ROOT, dir + "/y", dir + "/x", 0); // another client, while the removal is held
+            } finally {
+                release.countDown();
+            }
+            d.fsyncdir(ROOT, dir); // ENOENT (x names another inode now) is not an error
+            assertEquals(yIno, vfs.getattr(ROOT, dir + "/x").getIno());
+            assertArrayEquals("new!".getBytes(StandardCharsets.UTF_8), readAll(vfs, dir + "/x", 100));
+
+            long fh = d.create(user, dir + "/mine", 0644, O_CREAT | O_WRONLY);
+            d.release(user, fh);
+            d.getattr(user, dir + "/mine");
+            release = holdFirstBatchWrite();
+            try {
+                d.unlink(user, dir + "/mine"); // allowed by the cached 0777
+                vfs.chmod(ROOT, dir, 0755);    // another client takes write permission away first
+            } finally {
+                release.countDown();
+            }
+            FsException e = assertThrows(FsException.class, () -> d.fsyncdir(ROOT, dir));
+            assertEquals(Status.EIO, e.status());
+            assertTrue(e.getMessage().contains("EACCES"), e.getMessage());
+            d.fsyncdir(ROOT, dir); // reported once
+            assertTrue(d.getattr(user, dir + "/mine").getIno() > 0, "the refused removal left the file, visible again here");
+        } finally {
+            cluster.beforeWrite = r -> { };
+            vfs.chmod(ROOT, dir, 0777);
+        }
     }
 
     @Test

@@ -34,6 +34,8 @@ public final class LocalCluster implements AutoCloseable {
             new java.util.concurrent.ConcurrentHashMap<>();
     /** Runs before each MDS read reaches the state machine (a test may hold one there); none by default. */
     public volatile java.util.function.Consumer<dev.granary.mds.proto.MdsRequest> beforeRead = r -> { };
+    /** Runs before each MDS write reaches the state machine (a test may hold one there); none by default. */
+    public volatile java.util.function.Consumer<dev.granary.mds.proto.MdsRequest> beforeWrite = r -> { };
 
     public LocalCluster(Path dir) {
         s3 = EmbeddedS3.start(dir.resolve("s3"), 0, "test-access", "test-secret-key");
@@ -52,6 +54,7 @@ public final class LocalCluster implements AutoCloseable {
             @Override
             public dev.granary.mds.proto.MdsResponse write(dev.granary.mds.proto.MdsRequest r) {
                 count(r);
+                beforeWrite.accept(r);
                 return local.write(r);
             }
 

@@ -207,7 +207,8 @@ public final class Nodes {
                 .withKeepCache(cfg.client.keepCache)
                 .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
                 .withLockLease(Sizes.parseDuration(cfg.client.lockLease))
-                .withStataheadMax(cfg.client.stataheadMax);
+                .withStataheadMax(cfg.client.stataheadMax)
+                .withDeferredUnlink(cfg.client.deferredUnlink);
     }
 
     /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */
