@@ -123,6 +123,10 @@ class LayoutAndInlineTest {
         record Case(String[] args, String message) {}
         List<Case> cases = List.of(
                 new Case(new String[] {"setstripe", "-S", "1000", d.toString()}, "multiple of 64k"),
+                // larger stripes were accepted, and then their files could not be written (128m) or opened (4g)
+                new Case(new String[] {"setstripe", "-S", "128m", d.toString()}, "up to 64m"),
+                new Case(new String[] {"setstripe", "-S", "4g", d.toString()}, "up to 64m"),
+                new Case(new String[] {"setstripe", "-S", "99999999999999999999", d.toString()}, "size too large"),
                 new Case(new String[] {"setstripe", "-c", "0", d.toString()}, "stripe count must be -1"),
                 new Case(new String[] {"setstripe", "-c", "5", d.toString()}, "invalid layout"),
                 new Case(new String[] {"setstripe", "-i", "7", d.toString()}, "invalid layout"),

@@ -76,8 +76,13 @@ public final class Namespace {
     public static final long DEFAULT_STRIPE_SIZE = 4L << 20;
     /** Stripe sizes must be multiples of this, bytes (64 KiB, as Lustre). */
     public static final long STRIPE_ALIGN = 64L << 10;
-    /** Largest stripe size, bytes (4 GiB, as Lustre). */
-    public static final long MAX_STRIPE_SIZE = 4L << 30;
+    /**
+     * Largest stripe size, bytes: 64 MiB. Lustre allows 4 GiB, but a Granary stripe is written as
+     * one block in one OSS call, buffered whole in the client, and read back in one reply: gRPC
+     * messages are capped at 128 MiB, so a 128 MiB stripe could never be uploaded (its close
+     * failed with EIO) and a 2 GiB one not even opened (EFBIG).
+     */
+    public static final long MAX_STRIPE_SIZE = 64L << 20;
     /**
      * Largest file whose data may live inline in its stripe-0 extent (data on MDS, as Lustre's
      * DoM): 1 MiB. The client picks its own, smaller threshold ({@code inline_max}).
@@ -1150,14 +1155,14 @@ public final class Namespace {
 
     /**
      * Validates a requested layout and normalizes it into a template: stripe_size > 0, a multiple
-     * of 64 KiB and at most 4 GiB; stripe_count 0 or -1 (0xFFFFFFFF) = all OSTs, else 1..#OSTs;
+     * of 64 KiB and at most 64 MiB ({@link #MAX_STRIPE_SIZE}); stripe_count 0 or -1 (0xFFFFFFFF) = all OSTs, else 1..#OSTs;
      * explicit OST indices: registered, distinct, as many as stripe_count. Stored count 0 = all.
      */
     private Layout validateLayout(Layout l) {
         long ss = l.getStripeSize();
         if (ss <= 0 || ss % STRIPE_ALIGN != 0 || ss > MAX_STRIPE_SIZE) {
             throw err(Status.EINVAL, "stripe_size " + Long.toUnsignedString(ss)
-                    + " must be a positive multiple of 64 KiB up to 4 GiB");
+                    + " must be a positive multiple of 64 KiB up to 64 MiB");
         }
         Set<Integer> registered = new HashSet<>();
         for (OstInfo o : MdsSchema.listOsts(txn)) {

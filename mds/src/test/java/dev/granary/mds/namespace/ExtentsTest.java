@@ -87,6 +87,12 @@ class ExtentsTest extends MdsTestBase {
 
         assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(1000).setStripeCount(1).build()));
         assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(0).setStripeCount(1).build()));
+        // at most 64 MiB: a stripe is one block in one OSS call (gRPC messages stop at 128 MiB)
+        assertEquals(64L << 20, mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(64L << 20).setStripeCount(1).build()).getStripeSize());
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize((64L << 20) + (64 << 10)).setStripeCount(1).build()));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(128L << 20).setStripeCount(1).build()));
+        assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(4L << 30).setStripeCount(1).build()));
+        mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(2).build());
         assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).setStripeCount(5).build()));
         assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).addOsts(9).build()));
         assertErrno(Status.EINVAL, () -> mds.setLayout(ROOT, d.getIno(), Layout.newBuilder().setStripeSize(MIB).addOsts(1).addOsts(1).build()));

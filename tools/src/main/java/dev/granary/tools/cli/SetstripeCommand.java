@@ -58,8 +58,9 @@ public final class SetstripeCommand implements Callable<Integer> {
             } catch (IllegalArgumentException e) {
                 throw new UserError("setstripe: stripe size: " + e.getMessage());
             }
-            if (bytes <= 0 || bytes % (64 << 10) != 0 || bytes > (4L << 30)) {
-                throw new UserError("setstripe: stripe size must be a positive multiple of 64k up to 4g, got " + size);
+            if (bytes <= 0 || bytes % dev.granary.mds.namespace.Namespace.STRIPE_ALIGN != 0
+                    || bytes > dev.granary.mds.namespace.Namespace.MAX_STRIPE_SIZE) {
+                throw new UserError("setstripe: stripe size must be a positive multiple of 64k up to 64m, got " + size);
             }
             v.append("stripe_size=").append(bytes).append(' ');
         }

@@ -22,7 +22,12 @@ public final class Sizes {
         if (!m.matches()) {
             throw new IllegalArgumentException("not a size: '" + s + "' (examples: 4MiB, 512k, 65536)");
         }
-        long n = Long.parseLong(m.group(1));
+        long n;
+        try {
+            n = Long.parseLong(m.group(1));
+        } catch (NumberFormatException e) { // more digits than a long holds
+            throw new IllegalArgumentException("size too large: '" + s + "'");
+        }
         int shift = switch (m.group(2).toLowerCase(Locale.ROOT)) {
             case "k" -> 10;
             case "m" -> 20;
