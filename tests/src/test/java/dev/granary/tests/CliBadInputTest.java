@@ -150,6 +150,28 @@ class CliBadInputTest {
     }
 
     /**
+     * status and cache drop against a cluster that is not running: one line at once, exit 1.
+     * Regression: they waited out the Raft client's retries (60 s) and printed Ratis' exception.
+     */
+    @Test
+    void statusAndCacheDropOfAClusterThatIsNotRunningFailAtOnce() throws Exception {
+        Path conf = writeConfig("http://127.0.0.1:1", "k", "s");
+        for (String[] args : new String[][] {{"status"}, {"cache", "drop"}}) {
+            List<String> cmd = new java.util.ArrayList<>(List.of(args));
+            cmd.addAll(List.of("-c", conf.toString()));
+            long t0 = System.nanoTime();
+            try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), cmd.toArray(new String[0]))) {
+                assertEquals(1, g.waitFor(60), g.transcript());
+                long s = (System.nanoTime() - t0) / 1_000_000_000L;
+                assertTrue(s < 30, String.join(" ", args) + " took " + s + " s");
+                assertEquals(1, g.errorLines().size(), g.transcript());
+                assertTrue(g.errorLines().get(0).contains("no MDS peer is reachable"), g.transcript());
+                assertFalse(g.transcript().contains("Ratis") || g.transcript().contains("\tat "), g.transcript());
+            }
+        }
+    }
+
+    /**
      * A key given twice in the config is one clear error naming it, not "the last one wins".
      * Regression: a setting appended under a key the file already had was silently ignored.
      */

@@ -45,6 +45,7 @@ public final class CacheCommand implements Runnable {
         @Override
         public Integer call() {
             GranaryConfig cfg = config.load();
+            Nodes.requireReachableMds(cfg, "cache drop");
             List<String> addresses;
             try (MdsClient mds = Nodes.mdsClient(cfg)) {
                 addresses = mds.listOss(Nodes.ROOT).stream().map(OssInfo::getAddress).toList();

@@ -9,6 +9,7 @@ import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.raft.PeerStatus;
 import dev.granary.raft.RaftKvClient;
 import dev.granary.tools.cluster.Nodes;
+import dev.granary.tools.UserError;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
 import java.util.List;
@@ -29,12 +30,17 @@ public final class StatusCommand implements Callable<Integer> {
     public Integer call() {
         GranaryConfig cfg = config.load();
         System.out.println("cluster " + cfg.cluster + ": " + cfg.mds.size() + " MDS peers");
+        boolean any = false;
         try (RaftKvClient raft = new RaftKvClient(cfg.cluster, Nodes.peers(cfg))) {
             for (PeerStatus p : raft.peerStatus()) {
+                any |= p.reachable();
                 System.out.println("  MDS " + p.id() + "  " + p.address() + "  " + p.role()
                         + (p.reachable() ? "  term " + p.term() + "  applied " + p.appliedIndex() + "  committed "
                                 + p.committedIndex() + "  snapshot " + p.snapshotIndex() : "  (" + p.error().orElse("") + ")"));
             }
+        }
+        if (!any) {
+            throw new UserError("status: no MDS peer is reachable (is the cluster running?)");
         }
         try (MdsClient mds = Nodes.mdsClient(cfg)) {
             StatFsReply s = mds.statfs(Nodes.ROOT);

@@ -180,6 +180,22 @@ public final class Nodes {
         return java.nio.file.Path.of(base, id);
     }
 
+    /**
+     * Fails at once, with one line, when no MDS peer of the config answers (the cluster is not
+     * running): a command's first MDS request would otherwise wait out the Raft client's retries
+     * (60 s) and end with Ratis' exception text.
+     *
+     * @throws UserError "{@code what}: no MDS peer is reachable ..."
+     */
+    public static void requireReachableMds(GranaryConfig cfg, String what) {
+        try (RaftKvClient raft = new RaftKvClient(cfg.cluster, peers(cfg))) {
+            if (raft.peerStatus().stream().noneMatch(dev.granary.raft.PeerStatus::reachable)) {
+                throw new UserError(what + ": no MDS peer is reachable at " + String.join(", ", cfg.mds.stream().map(n -> n.address).toList())
+                        + " (is the cluster running?)");
+            }
+        }
+    }
+
     /** A namespace client over Raft to the config's MDS peers. */
     public static MdsClient mdsClient(GranaryConfig cfg) {
         return new MdsClient(new RaftMdsTransport(new RaftKvClient(cfg.cluster, peers(cfg)), true));
