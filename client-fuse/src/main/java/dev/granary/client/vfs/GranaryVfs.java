@@ -1175,6 +1175,11 @@ public final class GranaryVfs implements AutoCloseable {
             return LayoutXattr.format(fresh.getLayout()).getBytes(StandardCharsets.US_ASCII);
         }
         byte[] n = xattrName(name);
+        if (name.startsWith("system.") && name.length() > "system.".length()) {
+            // POSIX ACLs are not supported, so none exist: the MDS's answer for every system.*
+            // name. ls -l asks for system.posix_acl_access on every file: no round trip for it.
+            throw new FsException(Status.ENODATA, name);
+        }
         XattrKey key = new XattrKey(a.getIno(), name);
         // The cached answers stand in for the MDS only where it would not refuse this caller:
         // reading needs read permission (user.*), trusted.* needs root (Linux xattr_permission).

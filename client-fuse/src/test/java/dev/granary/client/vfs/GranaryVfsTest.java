@@ -533,6 +533,22 @@ class GranaryVfsTest {
         }
     }
 
+    /** ls -l asks every file for system.posix_acl_access: answered ENODATA without the MDS (ACLs are not supported). */
+    @Test
+    void systemXattrsAreAnsweredWithoutTheMds() {
+        writeFile(vfs, dir + "/acl", new byte[] {1}, 1);
+        vfs.invalidateCaches();
+        vfs.getattr(ROOT, dir + "/acl");
+        long asked = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETXATTR);
+        for (String name : List.of("system.posix_acl_access", "system.posix_acl_default")) {
+            assertEquals(Status.ENODATA, assertThrows(FsException.class, () -> vfs.getxattr(ROOT, dir + "/acl", name)).status());
+        }
+        assertEquals(0, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETXATTR) - asked);
+        assertEquals(Status.ENODATA, assertThrows(FsException.class, () -> vfs.getxattr(ROOT, dir + "/acl", "user.none")).status());
+        assertEquals(1, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETXATTR) - asked, "other names still ask the MDS");
+        assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> vfs.getxattr(ROOT, dir + "/nope", "system.posix_acl_access")).status());
+    }
+
     /** Holds the first batch_write at the MDS until the returned latch opens. */
     private static java.util.concurrent.CountDownLatch holdFirstBatchWrite() {
         java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
