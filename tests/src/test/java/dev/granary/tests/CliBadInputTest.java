@@ -150,6 +150,40 @@ class CliBadInputTest {
     }
 
     /**
+     * Config files that are not configs: one line each naming the problem. Regression: Jackson's
+     * own messages ("No content to map due to end-of-input", "Cannot deserialize value of type
+     * `java.lang.String` from Array value"), and "not found" for a directory that exists.
+     */
+    @Test
+    void configFilesThatAreNotConfigsGetPlainMessages() throws Exception {
+        record Case(String text, String message) {}
+        int i = 0;
+        for (Case c : List.of(new Case("", "empty or not a YAML mapping"), new Case("# just a comment\n", "empty or not a YAML mapping"),
+                new Case("cluster: [a, b]\n", "'cluster' has a value of the wrong kind"),
+                new Case("client:\n  attr_timeout: [1s]\n", "'client.attr_timeout' has a value of the wrong kind"))) {
+            Path f = tmp.resolve("c" + i++ + ".yaml");
+            Files.writeString(f, c.text());
+            dev.granary.tools.config.ConfigException e = org.junit.jupiter.api.Assertions.assertThrows(
+                    dev.granary.tools.config.ConfigException.class, () -> GranaryConfig.load(f));
+            assertTrue(e.getMessage().contains(c.message()) && !e.getMessage().contains("java."), e.getMessage());
+        }
+        Path dir = Files.createDirectories(tmp.resolve("a-dir"));
+        dev.granary.tools.config.ConfigException e = org.junit.jupiter.api.Assertions.assertThrows(
+                dev.granary.tools.config.ConfigException.class, () -> GranaryConfig.load(dir));
+        assertTrue(e.getMessage().contains("is a directory"), e.getMessage());
+    }
+
+    /** quickstart --data naming a regular file: one line, exit 1 (it was "internal error: java.nio.file.FileAlreadyExistsException", exit 70). */
+    @Test
+    void quickstartDataThatIsAFile() throws Exception {
+        Path file = tmp.resolve("data");
+        Files.writeString(file, "not a folder");
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        assertOneClearLine(quickstart(Map.of(), mnt, "--base-port", Integer.toString(MiniCluster.freeBase())), "is not a directory", mnt);
+        assertEquals("not a folder", Files.readString(file));
+    }
+
+    /**
      * status and cache drop against a cluster that is not running: one line at once, exit 1.
      * Regression: they waited out the Raft client's retries (60 s) and printed Ratis' exception.
      */

@@ -63,7 +63,14 @@ public final class QuickstartCommand implements Callable<Integer> {
         if (basePort < 1024 || basePort > 65400) throw new UserError("--base-port must be 1024..65400, got " + basePort);
 
         Path dataDir = data.toAbsolutePath().normalize();
-        Files.createDirectories(dataDir);
+        if (Files.exists(dataDir) && !Files.isDirectory(dataDir)) {
+            throw new UserError("--data " + dataDir + " is not a directory");
+        }
+        try {
+            Files.createDirectories(dataDir);
+        } catch (java.io.IOException e) {
+            throw new UserError("--data " + dataDir + " cannot be created: " + e.getClass().getSimpleName() + " " + e.getMessage());
+        }
         System.setProperty("granary.log.dir", dataDir.toString());
         boolean defaultMount = mount == null;
         Path mnt = (defaultMount ? Path.of("/mnt/train") : mount).toAbsolutePath().normalize();
@@ -73,6 +80,10 @@ public final class QuickstartCommand implements Callable<Integer> {
         if (Files.exists(configFile)) {
             cfg = GranaryConfig.load(configFile);
             cfg.client.mount = mnt.toString();
+            if (basePort != 19000) {
+                System.err.println("granary quickstart: --base-port " + basePort + " ignored: " + configFile
+                        + " already fixes the ports (delete it, with the data folder, to start anew)");
+            }
         } else {
             cfg = GranaryConfig.localDefault(dataDir, mnt, basePort);
             cfg.validate(configFile.toString());

@@ -78,8 +78,10 @@ public final class SetstripeCommand implements Callable<Integer> {
             try {
                 Files.createFile(path);
                 created = true;
+            } catch (java.nio.file.NoSuchFileException e) {
+                throw new UserError("setstripe: cannot create " + path + ": no such directory " + path.getParent());
             } catch (IOException e) {
-                throw new UserError("setstripe: cannot create " + path + ": " + e.getMessage());
+                throw new UserError("setstripe: cannot create " + path + ": " + e.getClass().getSimpleName() + " " + e.getMessage());
             }
         }
         try {

@@ -141,8 +141,11 @@ public final class GranaryConfig {
      * @throws ConfigException with a one-line message naming the file and the problem
      */
     public static GranaryConfig load(Path file) {
+        if (Files.isDirectory(file)) {
+            throw new ConfigException("config file " + file + " is a directory (give the granary.yaml inside it)");
+        }
         if (!Files.isRegularFile(file)) {
-            throw new ConfigException("config file not found: " + file);
+            throw new ConfigException("config file not found: " + file + " (quickstart writes <data folder>/granary.yaml; pass it with -c)");
         }
         GranaryConfig c;
         try {
@@ -150,6 +153,14 @@ public final class GranaryConfig {
         } catch (UnrecognizedPropertyException e) {
             throw new ConfigException(file + ": unknown key '" + e.getPropertyName() + "' (line "
                     + e.getLocation().getLineNr() + ")");
+        } catch (com.fasterxml.jackson.databind.exc.MismatchedInputException e) {
+            if (e.getPath().isEmpty()) { // nothing but comments or whitespace, or not a mapping at all
+                throw new ConfigException(file + ": empty or not a YAML mapping of settings");
+            }
+            String key = e.getPath().stream().map(r -> r.getFieldName() != null ? r.getFieldName() : "[" + r.getIndex() + "]")
+                    .collect(java.util.stream.Collectors.joining("."));
+            throw new ConfigException(file + ": '" + key + "' has a value of the wrong kind (a list or a mapping where a "
+                    + "single value belongs, or the reverse)" + (e.getLocation() == null ? "" : " (line " + e.getLocation().getLineNr() + ")"));
         } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
             throw new ConfigException(file + ": " + e.getOriginalMessage().lines().findFirst().orElse("unreadable")
                     + (e.getLocation() == null ? "" : " (line " + e.getLocation().getLineNr() + ")"));
