@@ -30,9 +30,9 @@ import ru.serce.jnrfuse.struct.FuseFileInfo;
  * binding's ceiling for lookups. Serves until SIGTERM/Ctrl-C, then unmounts.
  */
 @Command(name = "noopfs", hidden = true, mixinStandardHelpOptions = true,
-        description = {"Mount a no-op FUSE filesystem (one file of zeros, /zeros; every name in /names is an",
-                "empty file) with Granary's FUSE options, to measure the ceiling of the FUSE binding for",
-                "reads and for stat. Serves until SIGTERM/Ctrl-C.", "",
+        description = {"Mount a no-op FUSE filesystem with Granary's FUSE options (the FUSE binding's ceiling).",
+                "It holds one file of zeros, /zeros, for reads; every name in /names is an empty file, for stat.",
+                "Serves until SIGTERM/Ctrl-C.", "",
                 "Example:  granary noopfs /tmp/noop --size 4g   then   dd if=/tmp/noop/zeros of=/dev/null bs=1M"})
 public final class NoopFsCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "MOUNT", description = "Mount point; must exist and be empty.")

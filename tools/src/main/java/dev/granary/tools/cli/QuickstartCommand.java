@@ -25,8 +25,8 @@ import picocli.CommandLine.Option;
  * read back with a PyTorch DataLoader, every checksum verified, throughput printed.
  */
 @Command(name = "quickstart", mixinStandardHelpOptions = true,
-        description = {"Run S3 (embedded), 3 MDS, 2 OSS and the FUSE mount in one process, write a sample",
-                "dataset through the mount and read it back with a PyTorch DataLoader.",
+        description = {"Run a whole cluster in one process: embedded S3, 3 MDS, 2 OSS and the FUSE mount.",
+                "Then write a sample dataset through the mount and read it back with a PyTorch DataLoader.",
                 "Stays mounted until Ctrl-C unless --exit.", "",
                 "Example:  ./granary quickstart --exit",
                 "          ./granary quickstart --data /srv/granary --mount /mnt/train --dataset none"})
