@@ -54,8 +54,9 @@ import java.time.Duration;
  *                         it when the batch commits (milliseconds); an error the MDS answers later
  *                         is logged and returned by the next fsync of the directory, and the entry
  *                         reappears. A crash loses removals not yet sent (fsync of the directory
- *                         waits for them). Another client may see a removed entry that long, well
- *                         within the {@code cacheTimeout} its own caches may show it anyway. Default true
+ *                         waits for them). Another client can still open a removed file that long:
+ *                         code that tells another node "deleted" (a barrier after removing an old
+ *                         checkpoint) must fsync the directory first. Default false (opt-in)
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
@@ -101,10 +102,10 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
     /**
      * The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages,
      * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens,
-     * statahead of up to 32768 entries, deferred unlinks.
+     * statahead of up to 32768 entries, unlinks committed before they return.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, true);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false);
     }
 
     /** A copy with another cache timeout. */

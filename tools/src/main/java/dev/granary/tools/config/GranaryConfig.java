@@ -113,8 +113,8 @@ public final class GranaryConfig {
         public String lockLease = "15s";
         /** Statahead: entries of a directory fetched with attributes when lookups in it keep missing (0: off). */
         public int stataheadMax = 32768;
-        /** unlink(2) returns once checked by the client; removals go to the MDS in the background, batched (false: each waits for its Raft commit). */
-        public boolean deferredUnlink = true;
+        /** true: unlink(2) returns once checked by the client, removals go to the MDS in the background, batched; false: each waits for its Raft commit. */
+        public boolean deferredUnlink = false;
         /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
         public String ioTimeout = "120s";
     }
