@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiPredicate;
 import java.util.function.LongSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -34,8 +35,9 @@ import org.slf4j.LoggerFactory;
  * directory runs behind the first page while the rest is fetched. Fetched entries follow the
  * cache timeout like any other (the same NFS {@code actimeo}-like window for other clients' changes).
  *
- * <p>This client's own changes stay visible at once: a page fetched while this client changed
- * the namespace or attributes (the generation moved) is not kept, and fetched entries never
+ * <p>This client's own changes stay visible at once: an entry it removed lately (or whose removal
+ * is still on its way to the MDS) is skipped in every page, a page fetched while it made any
+ * other change (the generation moved) is not kept, and fetched entries never
  * replace cached ones.
  */
 final class StatAhead {
@@ -49,8 +51,8 @@ final class StatAhead {
     private final Cache<GranaryVfs.DentryKey, Long> dentries;
     private final Cache<Long, Attr> attrs;
     private final LongSupplier generation;
-    /** Names not to cache: entries this client removed whose removal the MDS has not applied yet. */
-    private final java.util.function.BiPredicate<Long, String> skip;
+    /** Entries not to cache: ones this client removed lately or whose deferred removal is pending. */
+    private final BiPredicate<Long, String> skip;
     private final Cache<Long, Dir> dirs;
     private final AtomicLong fetches = new AtomicLong();
     private final AtomicLong fetchedEntries = new AtomicLong();
@@ -73,10 +75,11 @@ final class StatAhead {
     /**
      * @param generation a counter this client bumps on each of its own namespace or attribute
      *                   changes (create, unlink, rename, setattr, commit at close, ...)
-     * @param skip       (directory inode, name) of entries never to cache (deferred unlinks pending)
+     * @param skip       (directory inode, name) of entries not to cache from a page: removed by
+     *                   this client lately, or with a deferred removal pending
      */
     StatAhead(MdsClient mds, ExecutorService executor, ClientConfig config, Cache<GranaryVfs.DentryKey, Long> dentries,
-              Cache<Long, Attr> attrs, LongSupplier generation, java.util.function.BiPredicate<Long, String> skip) {
+              Cache<Long, Attr> attrs, LongSupplier generation, BiPredicate<Long, String> skip) {
         this.mds = mds;
         this.executor = executor;
         this.config = config;
