@@ -231,6 +231,61 @@ class TwoClientsFuseTest {
      * (1 s) after B last resolved the name from the MDS, so at most 2 x attr_timeout after the
      * change (the kernel's dentry cache and the client's own each hold an answer that long).
      */
+    /**
+     * {@code client.deferred_unlink: true} through a real mount (C, made here), seen from B (the
+     * default): {@code rm -r} of a tree, the tree gone on C at once, a name made again at once, and
+     * after {@code fsync} of the parent directory nothing of the old tree left on B.
+     */
+    @Test
+    void deferredUnlinksOfAnRmAreSeenAtOnceThereAndOnAnotherClientAfterFsyncOfTheDirectory() throws Exception {
+        cluster.cluster().config().client.deferredUnlink = true;
+        Path mntC = tmp.resolve("c");
+        try {
+            cluster.mount(mntC);
+        } finally {
+            cluster.cluster().config().client.deferredUnlink = false;
+        }
+        Path parent = Files.createDirectories(mntC.resolve("deferred"));
+        Path sub = Files.createDirectories(parent.resolve("tree/sub"));
+        for (int i = 0; i < 200; i++) {
+            Files.writeString(parent.resolve("tree/f" + i), "file " + i);
+        }
+        for (int i = 0; i < 50; i++) {
+            Files.writeString(sub.resolve("g" + i), "sub " + i);
+        }
+        Files.writeString(parent.resolve("keep"), "kept");
+        assertEquals("kept", Files.readString(mntB.resolve("deferred/keep"))); // B caches nothing of the tree
+
+        Process rm = new ProcessBuilder("rm", "-r", parent.resolve("tree").toString()).redirectErrorStream(true).start();
+        assertTrue(rm.waitFor(120, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(0, rm.exitValue(), new String(rm.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
+        assertTrue(!Files.exists(parent.resolve("tree")), "gone on C at once");
+        try (var s = Files.list(parent)) {
+            assertEquals(List.of("keep"), s.map(x -> x.getFileName().toString()).toList());
+        }
+        Files.createDirectories(parent.resolve("tree"));
+        Files.writeString(parent.resolve("tree/f7"), "again"); // a removed name made again at once
+        assertEquals("again", Files.readString(parent.resolve("tree/f7")));
+
+        for (Path d : List.of(parent, parent.resolve("tree"))) {
+            try (FileChannel dir = FileChannel.open(d, StandardOpenOption.READ)) {
+                dir.force(true); // fsync(2) of a directory: waits for the deferred removals in it
+            }
+        }
+        for (String gone : List.of("deferred/tree/f8", "deferred/tree/sub/g3")) {
+            try {
+                Files.readString(mntB.resolve(gone));
+                fail(gone + " still opens on B after the fsync of its directory on C");
+            } catch (NoSuchFileException expected) {
+                // removed
+            }
+        }
+        try (var s = Files.list(mntB.resolve("deferred/tree"))) {
+            assertEquals(List.of("f7"), s.map(x -> x.getFileName().toString()).toList());
+        }
+        assertArrayEquals("again".getBytes(StandardCharsets.UTF_8), Files.readAllBytes(mntB.resolve("deferred/tree/f7")));
+    }
+
     @Test
     void unlinkAndRenameOnAAreSeenOnBWithinTheCacheTimeout() throws Exception {
         Files.createDirectory(mntA.resolve("names"));
