@@ -654,12 +654,17 @@ public final class GranaryVfs implements AutoCloseable {
         DentryKey dk = new DentryKey(dst.parent.getIno(), dst.name);
         Long s = dentries.getIfPresent(sk);
         Long d = dentries.getIfPresent(dk);
-        mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
+        List<Attr> parents = mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
         localChanges.incrementAndGet();
         dentries.invalidate(sk);
         dentries.invalidate(dk);
+        // The directories' new attributes replace the cached ones (dropping them cost each `mv` in a
+        // loop a lookup of the directory at the MDS, as for unlink); dropped when the MDS sent none.
         attrs.invalidate(src.parent.getIno());
         attrs.invalidate(dst.parent.getIno());
+        for (Attr p : parents) {
+            attrs.put(p.getIno(), p);
+        }
         if (s != null) {
             attrs.invalidate(s);
         }

@@ -492,6 +492,33 @@ class GranaryVfsTest {
         assertThrows(FsException.class, () -> vfs.getattr(ROOT, dir + "/rm3"));
     }
 
+    /** An mv loop between two directories costs one MDS write per file and no reads (as unlink, above). */
+    @Test
+    void anMvLoopCostsOneMdsWritePerFileAndNoReads() {
+        vfs.mkdir(ROOT, dir + "/from", 0755);
+        vfs.mkdir(ROOT, dir + "/to", 0755);
+        int n = 20;
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/from/mv" + i, new byte[] {(byte) i}, 1);
+        }
+        for (int i = 0; i < n; i++) {
+            vfs.getattr(ROOT, dir + "/from/mv" + i);
+        }
+        long lookups = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP);
+        long getattrs = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETATTR);
+        for (int i = 0; i < n; i++) {
+            vfs.getattr(ROOT, dir + "/to"); // the kernel's permission check on the directories, as for each mv
+            vfs.rename(ROOT, dir + "/from/mv" + i, dir + "/to/mv" + i, 0);
+        }
+        assertEquals(0, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP) - lookups, "lookups during the loop");
+        assertEquals(0, mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.GETATTR) - getattrs, "getattrs during the loop");
+        Attr to = vfs.getattr(ROOT, dir + "/to");
+        vfs.invalidateCaches();
+        assertEquals(to.getMtimeNs(), vfs.getattr(ROOT, dir + "/to").getMtimeNs(), "the cached attributes are the MDS's");
+        assertEquals(1, vfs.getattr(ROOT, dir + "/to/mv7").getSize());
+        assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> vfs.getattr(ROOT, dir + "/from/mv7")).status());
+    }
+
     /**
      * An rm loop over a directory whose entries are not cached (rm -r after the kernel dropped its
      * dentries): statahead answers the lookups although the loop removes entries meanwhile, and no

@@ -137,10 +137,22 @@ public final class MdsClient implements AutoCloseable {
         return parentAttr(write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
     }
 
-    /** Atomic rename (renameat2 flags): ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EEXIST (NOREPLACE). */
-    public void rename(Caller c, long srcParent, byte[] srcName, long dstParent, byte[] dstName, int flags) {
-        write(req(c).setRename(RenameRequest.newBuilder().setSrcParent(srcParent).setSrcName(bs(srcName))
+    /**
+     * Atomic rename (renameat2 flags): ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EEXIST (NOREPLACE).
+     * Returns the new attributes of the directories involved (source, then destination when it is
+     * another one), as far as the MDS sent them.
+     */
+    public List<Attr> rename(Caller c, long srcParent, byte[] srcName, long dstParent, byte[] dstName, int flags) {
+        MdsResponse r = write(req(c).setRename(RenameRequest.newBuilder().setSrcParent(srcParent).setSrcName(bs(srcName))
                 .setDstParent(dstParent).setDstName(bs(dstName)).setFlags(flags)));
+        List<Attr> parents = new java.util.ArrayList<>(2);
+        if (parentAttr(r, srcParent) != null) {
+            parents.add(r.getAttr());
+        }
+        if (r.hasDstParentAttr() && r.getDstParentAttr().getIno() == dstParent) {
+            parents.add(r.getDstParentAttr());
+        }
+        return parents;
     }
 
     /** One page of entries of directory {@code ino} with names after {@code after} (empty: from the start). */

@@ -199,8 +199,8 @@ public final class MdsStateMachine implements KvApplier {
                 var q = r.getMkdir();
                 out.setAttr(ns.mkdir(c, q.getParent(), q.getName().toByteArray(), q.getMode(), now));
             }
-            // Unlink and rmdir answer with the parent's new attributes (mtime, ctime, nlink), so a
-            // client keeps them cached instead of asking for them on its next path resolution.
+            // Unlink, rmdir and rename answer with the parents' new attributes (mtime, ctime, nlink),
+            // so a client keeps them cached instead of asking for them on its next path resolution.
             case UNLINK -> {
                 ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(), r.getUnlink().getExpectIno(), now);
                 out.setAttr(ns.getattr(c, r.getUnlink().getParent()));
@@ -209,7 +209,13 @@ public final class MdsStateMachine implements KvApplier {
                 ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now);
                 out.setAttr(ns.getattr(c, r.getRmdir().getParent()));
             }
-            case RENAME -> ns.rename(c, r.getRename(), now);
+            case RENAME -> {
+                ns.rename(c, r.getRename(), now);
+                out.setAttr(ns.getattr(c, r.getRename().getSrcParent()));
+                if (r.getRename().getDstParent() != r.getRename().getSrcParent()) {
+                    out.setDstParentAttr(ns.getattr(c, r.getRename().getDstParent()));
+                }
+            }
             case SYMLINK -> {
                 var q = r.getSymlink();
                 out.setAttr(ns.symlink(c, q.getParent(), q.getName().toByteArray(), q.getTarget().toByteArray(), now));
