@@ -286,7 +286,8 @@ public final class GranaryVfs implements AutoCloseable {
         if (cached != null) {
             return cached;
         }
-        statAhead.awaitFetch(dir.getIno(), nameBytes(name));
+        byte[] encoded = nameBytes(name);
+        statAhead.awaitFetch(dir.getIno(), encoded);
         cached = cachedEntry(key);
         if (cached != null) {
             return cached;
@@ -296,9 +297,9 @@ public final class GranaryVfs implements AutoCloseable {
         }
         Attr a;
         if (config.openAfterLookup().isZero()) {
-            a = mds.lookup(c, dir.getIno(), nameBytes(name));
+            a = mds.lookup(c, dir.getIno(), encoded);
         } else {
-            MdsClient.FileMap m = mds.lookupWithMap(c, dir.getIno(), nameBytes(name));
+            MdsClient.FileMap m = mds.lookupWithMap(c, dir.getIno(), encoded);
             a = m.attr();
             if (m.extents() != null) {
                 lookupMaps.put(a.getIno(), new LookupMap(m, System.nanoTime()));

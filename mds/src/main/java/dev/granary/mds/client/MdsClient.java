@@ -146,8 +146,9 @@ public final class MdsClient implements AutoCloseable {
         MdsResponse r = write(req(c).setRename(RenameRequest.newBuilder().setSrcParent(srcParent).setSrcName(bs(srcName))
                 .setDstParent(dstParent).setDstName(bs(dstName)).setFlags(flags)));
         List<Attr> parents = new java.util.ArrayList<>(2);
-        if (parentAttr(r, srcParent) != null) {
-            parents.add(r.getAttr());
+        Attr src = parentAttr(r, srcParent);
+        if (src != null) {
+            parents.add(src);
         }
         if (r.hasDstParentAttr() && r.getDstParentAttr().getIno() == dstParent) {
             parents.add(r.getDstParentAttr());

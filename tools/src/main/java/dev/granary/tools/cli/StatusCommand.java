@@ -9,7 +9,6 @@ import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.raft.PeerStatus;
 import dev.granary.raft.RaftKvClient;
 import dev.granary.tools.cluster.Nodes;
-import dev.granary.tools.UserError;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
 import java.util.List;
@@ -39,8 +38,8 @@ public final class StatusCommand implements Callable<Integer> {
                                 + p.committedIndex() + "  snapshot " + p.snapshotIndex() : "  (" + p.error().orElse("") + ")"));
             }
         }
-        if (!any) {
-            throw new UserError("status: no MDS peer is reachable (is the cluster running?)");
+        if (!any) { // the peers were probed just above: not again through Nodes.requireReachableMds
+            throw Nodes.noMdsReachable(cfg, "status");
         }
         try (MdsClient mds = Nodes.mdsClient(cfg)) {
             StatFsReply s = mds.statfs(Nodes.ROOT);

@@ -190,10 +190,15 @@ public final class Nodes {
     public static void requireReachableMds(GranaryConfig cfg, String what) {
         try (RaftKvClient raft = new RaftKvClient(cfg.cluster, peers(cfg))) {
             if (raft.peerStatus().stream().noneMatch(dev.granary.raft.PeerStatus::reachable)) {
-                throw new UserError(what + ": no MDS peer is reachable at " + String.join(", ", cfg.mds.stream().map(n -> n.address).toList())
-                        + " (is the cluster running?)");
+                throw noMdsReachable(cfg, what);
             }
         }
+    }
+
+    /** The one-line error of {@code what} finding none of the config's MDS peers reachable. */
+    public static UserError noMdsReachable(GranaryConfig cfg, String what) {
+        return new UserError(what + ": no MDS peer is reachable at " + String.join(", ", cfg.mds.stream().map(n -> n.address).toList())
+                + " (is the cluster running?)");
     }
 
     /** A namespace client over Raft to the config's MDS peers. */
