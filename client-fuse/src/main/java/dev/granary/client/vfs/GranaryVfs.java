@@ -94,6 +94,12 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private final Cache<Long, Boolean> xattrFree;
 
+    /**
+     * Inodes this client set an xattr on lately (2 x the cache timeout + 1 s): attributes cached
+     * before that setxattr still say "no xattrs", so for these the MDS is asked.
+     */
+    private final Cache<Long, Boolean> xattrsSetHere;
+
     private record XattrKey(long ino, String name) {}
 
     /**
@@ -164,6 +170,8 @@ public final class GranaryVfs implements AutoCloseable {
         this.attrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.absentXattrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.xattrFree = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
+        this.xattrsSetHere = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
+                .maximumSize(100_000).build();
         this.lookupMaps = Caffeine.newBuilder().expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
         this.recentlyRemoved = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(1_000_000).build();
@@ -1163,6 +1171,7 @@ public final class GranaryVfs implements AutoCloseable {
         }
         byte[] n = xattrName(name);
         absentXattrs.invalidate(new XattrKey(a.getIno(), name));
+        xattrsSetHere.put(a.getIno(), Boolean.TRUE);
         xattrFree.invalidate(a.getIno());
         mds.setxattr(c, a.getIno(), n, value, flags);
     }
@@ -1190,7 +1199,7 @@ public final class GranaryVfs implements AutoCloseable {
         // The cached answers stand in for the MDS only where it would not refuse this caller:
         // reading needs read permission (user.*), trusted.* needs root (Linux xattr_permission).
         boolean mayAnswer = permits(c, a, R_OK) && (c.getUid() == 0 || !name.startsWith("trusted."));
-        if (mayAnswer && (absentXattrs.getIfPresent(key) != null || xattrFree.getIfPresent(a.getIno()) != null)) {
+        if (mayAnswer && (absentXattrs.getIfPresent(key) != null || hasNoXattrs(a))) {
             throw new FsException(Status.ENODATA, name);
         }
         try {
@@ -1207,13 +1216,28 @@ public final class GranaryVfs implements AutoCloseable {
     public List<String> listxattr(Caller c, String path) {
         Attr a = lookup(c, path);
         List<String> out = new ArrayList<>();
-        if (xattrFree.getIfPresent(a.getIno()) != null && permits(c, a, R_OK)) {
+        if (hasNoXattrs(a) && permits(c, a, R_OK)) {
             return out;
         }
         for (ByteString n : mds.listxattr(c, a.getIno())) {
             out.add(Names.decode(n.toByteArray()));
         }
         return out;
+    }
+
+    /**
+     * Whether {@code a}'s inode has no xattrs as far as this client knows within the cache timeout:
+     * it made the inode itself, or the MDS counted none in attributes fetched within the timeout
+     * (another client's setxattr may stay invisible that long, as its attribute changes) and this
+     * client set none since. {@code ls -l} and {@code ls --color} ask for security.selinux and
+     * security.capability on every file: a dataset without xattrs answers them with no round trip.
+     */
+    private boolean hasNoXattrs(Attr a) {
+        long ino = a.getIno();
+        if (xattrFree.getIfPresent(ino) != null) {
+            return true;
+        }
+        return a.hasXattrCount() && a.getXattrCount() == 0 && xattrsSetHere.getIfPresent(ino) == null;
     }
 
     /** removexattr(2): ENODATA when absent. */

@@ -242,7 +242,7 @@ public final class Namespace {
 
     /** The root as the first applied entry will create it (used on an empty database). */
     private static InodeRecord initialRoot(long now) {
-        return InodeRecord.newBuilder().setMode(S_IFDIR | 0755).setUid(0).setGid(0).setNlink(2)
+        return InodeRecord.newBuilder().setMode(S_IFDIR | 0755).setUid(0).setGid(0).setNlink(2).setXattrCount(0)
                 .setAtimeNs(now).setMtimeNs(now).setCtimeNs(now).setLayout(DEFAULT_LAYOUT).setParent(ROOT).build();
     }
 
@@ -303,6 +303,9 @@ public final class Namespace {
         }
         if (r.hasLayout()) {
             a.setLayout(r.getLayout());
+        }
+        if (r.hasXattrCount()) {
+            a.setXattrCount(r.getXattrCount());
         }
         return a.build();
     }
@@ -566,7 +569,7 @@ public final class Namespace {
         int gid = (int) parentGidAndMode(p, c, mode, false);
         long ino = MdsSchema.allocateIno(txn);
         InodeRecord.Builder b = InodeRecord.newBuilder().setMode(type | mode[0]).setUid(c.getUid()).setGid(gid)
-                .setNlink(1).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now);
+                .setNlink(1).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now).setXattrCount(0);
         if (type == S_IFREG) {
             b.setLayout(resolveLayout(p.hasLayout() ? p.getLayout() : DEFAULT_LAYOUT, ino));
         } else if (type == S_IFCHR || type == S_IFBLK) {
@@ -599,7 +602,7 @@ public final class Namespace {
         int gid = (int) parentGidAndMode(p, c, mode, true);
         long ino = MdsSchema.allocateIno(txn);
         InodeRecord rec = InodeRecord.newBuilder().setMode(S_IFDIR | mode[0]).setUid(c.getUid()).setGid(gid)
-                .setNlink(2).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now)
+                .setNlink(2).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now).setXattrCount(0)
                 .setLayout(p.hasLayout() ? p.getLayout() : DEFAULT_LAYOUT).setParent(parent).build();
         putInode(ino, rec);
         MdsSchema.putDentry(txn, parent, name, epoch, DentryRecord.newBuilder().setIno(ino).setType(S_IFDIR).build());
@@ -635,7 +638,7 @@ public final class Namespace {
         int gid = (int) parentGidAndMode(p, c, mode, false);
         long ino = MdsSchema.allocateIno(txn);
         InodeRecord rec = InodeRecord.newBuilder().setMode(S_IFLNK | 0777).setUid(c.getUid()).setGid(gid)
-                .setNlink(1).setSize(target.length).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now)
+                .setNlink(1).setSize(target.length).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now).setXattrCount(0)
                 .setSymlinkTarget(ByteString.copyFrom(target)).build();
         putInode(ino, rec);
         MdsSchema.putDentry(txn, parent, name, epoch, DentryRecord.newBuilder().setIno(ino).setType(S_IFLNK).build());
@@ -1094,7 +1097,11 @@ public final class Namespace {
             throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
         }
         MdsSchema.putXattr(txn, ino, name, epoch, value);
-        putInode(ino, r.toBuilder().setCtimeNs(now).build());
+        InodeRecord.Builder b = r.toBuilder().setCtimeNs(now);
+        if (!exists && r.hasXattrCount()) {
+            b.setXattrCount(r.getXattrCount() + 1);
+        }
+        putInode(ino, b.build());
     }
 
     /**
@@ -1148,7 +1155,11 @@ public final class Namespace {
             throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
         }
         MdsSchema.deleteXattr(txn, ino, name, epoch);
-        putInode(ino, r.toBuilder().setCtimeNs(now).build());
+        InodeRecord.Builder b = r.toBuilder().setCtimeNs(now);
+        if (r.hasXattrCount()) {
+            b.setXattrCount(Math.max(0, r.getXattrCount() - 1));
+        }
+        putInode(ino, b.build());
     }
 
     // =============================================================================== layouts

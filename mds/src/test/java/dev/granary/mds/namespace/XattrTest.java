@@ -38,6 +38,42 @@ class XattrTest extends MdsTestBase {
         assertErrno(Status.ENOENT, () -> mds.getxattr(ROOT, 999, b("user.a")));
     }
 
+    /**
+     * Attributes carry the inode's xattr count (clients answer "no such xattr" from it for an
+     * inode without any): 0 for every new inode, +1 per new name, unchanged by a replace or a
+     * refused set, -1 per removal; in create, lookup, getattr and readdir-plus replies alike.
+     */
+    @Test
+    void attributesCountTheXattrs() {
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Attr d = mds.mkdir(ROOT, R, b("d"), 0755);
+        Attr l = mds.symlink(ROOT, R, b("l"), b("f"));
+        for (Attr a : List.of(f, d, l, mds.getattr(ROOT, R))) {
+            assertTrue(a.hasXattrCount(), "inode " + a.getIno());
+            assertEquals(0, a.getXattrCount(), "inode " + a.getIno());
+        }
+        mds.setxattr(ROOT, f.getIno(), b("user.a"), b("1"), 0);
+        assertEquals(1, mds.getattr(ROOT, f.getIno()).getXattrCount());
+        mds.setxattr(ROOT, f.getIno(), b("user.a"), b("2"), MdsClient.XATTR_REPLACE);
+        mds.setxattr(ROOT, f.getIno(), b("user.a"), b("3"), 0);
+        assertErrno(Status.EEXIST, () -> mds.setxattr(ROOT, f.getIno(), b("user.a"), b("x"), MdsClient.XATTR_CREATE));
+        assertErrno(Status.ENODATA, () -> mds.setxattr(ROOT, f.getIno(), b("user.z"), b("x"), MdsClient.XATTR_REPLACE));
+        assertEquals(1, mds.getattr(ROOT, f.getIno()).getXattrCount(), "a replace or a refused set adds none");
+        mds.setxattr(ROOT, f.getIno(), b("trusted.t"), b("t"), 0);
+        mds.setxattr(ROOT, d.getIno(), b("user.d"), b("d"), 0);
+        assertEquals(2, mds.lookup(ROOT, R, b("f")).getXattrCount(), "trusted.* counts too");
+        java.util.Map<Long, Integer> listed = new java.util.HashMap<>();
+        for (var e : mds.readdirPlus(ROOT, R, new byte[0], 100).entries()) {
+            listed.put(e.getAttr().getIno(), e.getAttr().getXattrCount());
+        }
+        assertEquals(java.util.Map.of(f.getIno(), 2, d.getIno(), 1, l.getIno(), 0), listed);
+        mds.removexattr(ROOT, f.getIno(), b("user.a"));
+        assertErrno(Status.ENODATA, () -> mds.removexattr(ROOT, f.getIno(), b("user.a")));
+        assertEquals(1, mds.getattr(ROOT, f.getIno()).getXattrCount());
+        mds.removexattr(ROOT, f.getIno(), b("trusted.t"));
+        assertEquals(0, mds.getattr(ROOT, f.getIno()).getXattrCount());
+    }
+
     @Test
     void limitsAndNamespaces() {
         Attr f = mds.create(ROOT, R, b("f"), 0644, true);
