@@ -118,12 +118,13 @@ public final class GranaryVfs implements AutoCloseable {
     /** Unlinks sent to the MDS in the background ({@link ClientConfig#deferredUnlink()}), or null. */
     private final DeferredUnlinks deferred;
     /**
-     * Entries this client removed lately (unlink, rmdir), which statahead must not cache again
-     * from a page the MDS read before the removal. Kept for twice the cache timeout plus 1 s, longer
-     * than any page fetch. A removal does not bump {@link #localChanges}: that would throw away every
-     * page fetched during an {@code rm -r} of the directory (each lookup then asked the MDS).
+     * Entries this client removed or renamed lately (unlink, rmdir; both names of a rename), which
+     * statahead must not cache from a page the MDS read before the change. Kept for twice the cache
+     * timeout plus 1 s, longer than any page fetch. These changes do not bump {@link #localChanges}:
+     * that would throw away every page fetched during an {@code rm -r} or an {@code mv} loop in the
+     * directory (each lookup then asked the MDS).
      */
-    private final Cache<DentryKey, Boolean> recentlyRemoved;
+    private final Cache<DentryKey, Boolean> recentlyChanged;
     private final AtomicLong nextHandle = new AtomicLong(1);
     private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
     private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
@@ -173,12 +174,12 @@ public final class GranaryVfs implements AutoCloseable {
         this.xattrsSetHere = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(100_000).build();
         this.lookupMaps = Caffeine.newBuilder().expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
-        this.recentlyRemoved = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
+        this.recentlyChanged = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(1_000_000).build();
         this.deferred = config.deferredUnlink() ? new DeferredUnlinks(mds, new DeferredUnlinks.Outcome() {
             @Override
             public void removed(DeferredUnlinks.Unlink u, Attr parentAttr) {
-                recentlyRemoved.put(new DentryKey(u.parent(), u.name()), Boolean.TRUE); // from now on, for a full window
+                recentlyChanged.put(new DentryKey(u.parent(), u.name()), Boolean.TRUE); // from now on, for a full window
                 Attr cached = attrs.getIfPresent(u.parent());
                 if (parentAttr != null && (cached == null || cached.getCtimeNs() <= parentAttr.getCtimeNs())) {
                     attrs.put(u.parent(), parentAttr); // the MDS's times replace the local estimate
@@ -194,7 +195,7 @@ public final class GranaryVfs implements AutoCloseable {
             }
         }) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
-                (dir, name) -> recentlyRemoved.getIfPresent(new DentryKey(dir, name)) != null
+                (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
     }
 
@@ -663,15 +664,19 @@ public final class GranaryVfs implements AutoCloseable {
         DentryKey dk = new DentryKey(dst.parent.getIno(), dst.name);
         Long s = dentries.getIfPresent(sk);
         Long d = dentries.getIfPresent(dk);
-        List<Attr> parents = mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
-        localChanges.incrementAndGet();
+        MdsClient.Renamed r = mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
+        // Both names are skipped by statahead for a while (a page read before the rename has their
+        // old entries); the inodes' new attributes from the MDS replace the cached ones, and pages
+        // never replace cached attributes. Only without them is every page in flight dropped.
+        recentlyChanged.put(sk, Boolean.TRUE);
+        recentlyChanged.put(dk, Boolean.TRUE);
         dentries.invalidate(sk);
         dentries.invalidate(dk);
         // The directories' new attributes replace the cached ones (dropping them cost each `mv` in a
         // loop a lookup of the directory at the MDS, as for unlink); dropped when the MDS sent none.
         attrs.invalidate(src.parent.getIno());
         attrs.invalidate(dst.parent.getIno());
-        for (Attr p : parents) {
+        for (Attr p : r.parents()) {
             attrs.put(p.getIno(), p);
         }
         if (s != null) {
@@ -679,6 +684,18 @@ public final class GranaryVfs implements AutoCloseable {
         }
         if (d != null) {
             attrs.invalidate(d);
+        }
+        if (r.moved() == null) {
+            localChanges.incrementAndGet();
+            return;
+        }
+        attrs.put(r.moved().getIno(), r.moved());
+        dentries.put(dk, r.moved().getIno());
+        if (r.replaced() != null) {
+            attrs.put(r.replaced().getIno(), r.replaced());
+            if ((flags & MdsClient.RENAME_EXCHANGE) != 0) {
+                dentries.put(sk, r.replaced().getIno());
+            }
         }
     }
 
@@ -778,7 +795,7 @@ public final class GranaryVfs implements AutoCloseable {
      * {@link #localChanges} too, so a page fetched meanwhile cannot bring back its old attributes.
      */
     private void forgetRemoved(DentryKey key, Long child, Attr childAttr) {
-        recentlyRemoved.put(key, Boolean.TRUE);
+        recentlyChanged.put(key, Boolean.TRUE);
         dentries.invalidate(key);
         if (child != null) {
             attrs.invalidate(child);

@@ -599,6 +599,49 @@ class GranaryVfsTest {
         }
     }
 
+    /**
+     * An mv loop in a directory whose entries are not cached (renaming a dataset's files after the
+     * kernel dropped its dentries): statahead answers the lookups although each rename changes the
+     * directory, no old name comes back, the new names lead to the renamed inodes, and a replaced
+     * file's other name shows its new link count at once. Regression: each rename made statahead
+     * throw away the page it was fetching, so every lookup asked the MDS.
+     */
+    @Test
+    void stataheadKeepsAnsweringAnMvLoopAndRenamedEntriesAreRightAtOnce() {
+        int n = 80;
+        String sub = dir + "/mvsa";
+        vfs.mkdir(ROOT, sub, 0755);
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, sub + "/f" + i, new byte[i + 1], i + 1);
+        }
+        writeFile(vfs, sub + "/h", new byte[] {9}, 1);
+        vfs.link(ROOT, sub + "/h", sub + "/h2");
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(Duration.ofSeconds(30)).withReaddirPageSize(16);
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            long lookups = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP);
+            java.util.Map<Integer, Long> inos = new java.util.HashMap<>();
+            for (int i = 0; i < n; i++) {
+                inos.put(i, other.getattr(ROOT, sub + "/f" + i).getIno()); // the kernel's LOOKUP before rename
+                other.rename(ROOT, sub + "/f" + i, sub + "/g" + i, 0);
+            }
+            long asked = mdsCalls(dev.granary.mds.proto.MdsRequest.OpCase.LOOKUP) - lookups;
+            assertTrue(asked <= 8, "lookups asked of the MDS during the loop: " + asked);
+            for (int i = 0; i < n; i++) {
+                int k = i;
+                assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> other.getattr(ROOT, sub + "/f" + k)).status());
+                Attr g = other.getattr(ROOT, sub + "/g" + i);
+                assertEquals(inos.get(i), g.getIno());
+                assertEquals(i + 1, g.getSize());
+            }
+            assertEquals(2, other.getattr(ROOT, sub + "/h2").getNlink());
+            other.rename(ROOT, sub + "/g0", sub + "/h", 0); // replaces h, whose other name is h2
+            assertEquals(1, other.getattr(ROOT, sub + "/h2").getNlink(), "the replaced inode's other name");
+            assertEquals(inos.get(0), other.getattr(ROOT, sub + "/h").getIno());
+            vfs.invalidateCaches(); // the other client, once its cache timeout passed
+            assertEquals(1, vfs.getattr(ROOT, sub + "/h2").getNlink());
+        }
+    }
+
     /** ls -l asks every file for system.posix_acl_access: answered ENODATA without the MDS (ACLs are not supported). */
     @Test
     void systemXattrsAreAnsweredWithoutTheMds() {

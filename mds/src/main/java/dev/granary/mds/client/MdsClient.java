@@ -138,11 +138,17 @@ public final class MdsClient implements AutoCloseable {
     }
 
     /**
-     * Atomic rename (renameat2 flags): ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EEXIST (NOREPLACE).
-     * Returns the new attributes of the directories involved (source, then destination when it is
-     * another one), as far as the MDS sent them.
+     * What a rename changed, as far as the MDS said: the directories' new attributes (source, then
+     * destination when it is another one); the renamed inode's ({@code moved}, null if not sent);
+     * the inode exchanged with or replaced, when it still has a name ({@code replaced}, else null).
      */
-    public List<Attr> rename(Caller c, long srcParent, byte[] srcName, long dstParent, byte[] dstName, int flags) {
+    public record Renamed(List<Attr> parents, Attr moved, Attr replaced) {}
+
+    /**
+     * Atomic rename (renameat2 flags): ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EEXIST (NOREPLACE).
+     * Returns the new attributes of the directories and inodes involved ({@link Renamed}).
+     */
+    public Renamed rename(Caller c, long srcParent, byte[] srcName, long dstParent, byte[] dstName, int flags) {
         MdsResponse r = write(req(c).setRename(RenameRequest.newBuilder().setSrcParent(srcParent).setSrcName(bs(srcName))
                 .setDstParent(dstParent).setDstName(bs(dstName)).setFlags(flags)));
         List<Attr> parents = new java.util.ArrayList<>(2);
@@ -153,7 +159,7 @@ public final class MdsClient implements AutoCloseable {
         if (r.hasDstParentAttr() && r.getDstParentAttr().getIno() == dstParent) {
             parents.add(r.getDstParentAttr());
         }
-        return parents;
+        return new Renamed(parents, r.hasMovedAttr() ? r.getMovedAttr() : null, r.hasReplacedAttr() ? r.getReplacedAttr() : null);
     }
 
     /** One page of entries of directory {@code ino} with names after {@code after} (empty: from the start). */

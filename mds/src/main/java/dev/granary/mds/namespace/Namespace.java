@@ -760,12 +760,13 @@ public final class Namespace {
      * directory by a directory; RENAME_NOREPLACE fails with EEXIST if the target exists;
      * RENAME_EXCHANGE swaps two entries. Renaming onto a link of the same inode does nothing.
      * Updates mtime/ctime of both parents, ctime of the moved (and replaced) inode, the ".."
-     * parent link and nlink of directories moved between parents.
+     * parent link and nlink of directories moved between parents. Returns the moved (and
+     * replaced) inodes' new attributes ({@link Renamed}).
      *
      * @throws FsException ENOENT, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL (bad flags, or a directory
      *     into its own subtree), EEXIST (NOREPLACE), EBUSY ("." or ".."), EACCES, EPERM (sticky)
      */
-    public void rename(Caller c, RenameRequest r, long now) {
+    public Renamed rename(Caller c, RenameRequest r, long now) {
         requireWritable();
         int flags = r.getFlags();
         if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 || flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -799,7 +800,7 @@ public final class Namespace {
             throw err(Status.EEXIST, "'" + show(dn) + "' exists");
         }
         if (de != null && de.getIno() == se.getIno()) {
-            return; // rename(2): links to the same inode: do nothing
+            return new Renamed(getattrOf(se.getIno()), null); // rename(2): links to the same inode: do nothing
         }
         InodeRecord src = inode(se.getIno());
         InodeRecord dst = de == null ? null : inode(de.getIno());
@@ -857,7 +858,7 @@ public final class Namespace {
             if (dp != sp) {
                 touchDir(dp, now, dpDelta);
             }
-            return;
+            return new Renamed(getattrOf(se.getIno()), getattrOf(de.getIno()));
         }
 
         int spDelta = 0, dpDelta = 0;
@@ -883,6 +884,19 @@ public final class Namespace {
             touchDir(sp, now, spDelta);
             touchDir(dp, now, dpDelta);
         }
+        InodeRecord left = dst == null || dstDir ? null : findInode(de.getIno());
+        return new Renamed(getattrOf(se.getIno()), left == null ? null : attr(de.getIno(), left));
+    }
+
+    /**
+     * What a rename changed besides the directories: the renamed inode's new attributes, and those
+     * of the inode it exchanged with or replaced while that one still has a name (else null).
+     * Clients cache both, so an entry read before the rename cannot bring back old ones.
+     */
+    public record Renamed(Attr moved, Attr replaced) {}
+
+    private Attr getattrOf(long ino) {
+        return attr(ino, inode(ino));
     }
 
     // =============================================================================== setattr

@@ -210,7 +210,11 @@ public final class MdsStateMachine implements KvApplier {
                 out.setAttr(ns.getattr(c, r.getRmdir().getParent()));
             }
             case RENAME -> {
-                ns.rename(c, r.getRename(), now);
+                Namespace.Renamed renamed = ns.rename(c, r.getRename(), now);
+                out.setMovedAttr(renamed.moved());
+                if (renamed.replaced() != null) {
+                    out.setReplacedAttr(renamed.replaced());
+                }
                 out.setAttr(ns.getattr(c, r.getRename().getSrcParent()));
                 if (r.getRename().getDstParent() != r.getRename().getSrcParent()) {
                     out.setDstParentAttr(ns.getattr(c, r.getRename().getDstParent()));
