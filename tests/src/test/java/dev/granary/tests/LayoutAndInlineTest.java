@@ -82,6 +82,17 @@ class LayoutAndInlineTest {
         assertEquals(f.toString(), fileShow.out().get(0));
         assertEquals("lmm_stripe_count:  1", fileShow.out().get(1));
         assertEquals("lmm_stripe_size:   1048576", fileShow.out().get(2));
+        assertEquals("lmm_pattern:       raid0", fileShow.out().get(3));
+        assertFalse(xattr(f).contains("dom_size"), xattr(f));
+
+        // A small file's data is on the MDS: getstripe says so (Lustre's DoM pattern "mdt").
+        // Regression: it showed only the OST stripes, as if the data were in blocks.
+        Path small = d.resolve("small.bin");
+        Files.write(small, new byte[1000]);
+        assertTrue(xattr(small).endsWith(" dom_size=1000"), xattr(small));
+        Cli smallShow = granary("getstripe", small.toString());
+        assertEquals("lmm_pattern:       mdt", smallShow.out().get(3), smallShow.toString());
+        assertTrue(smallShow.out().get(4).startsWith("lmm_dom_size:      1000 "), smallShow.toString());
         List<Extent> ex = cluster.admin().getFileMap(Nodes.ROOT, (Long) Files.getAttribute(f, "unix:ino")).extents();
         assertEquals(3, ex.size(), "3 MiB in 1 MiB stripes");
         assertEquals(1, ex.stream().map(Extent::getOst).distinct().count(), "all on one OST");
@@ -97,7 +108,7 @@ class LayoutAndInlineTest {
         assertEquals(0, granary("setstripe", "-c", "-1", "-i", "1", d.toString()).rc());
         Path g = d.resolve("g");
         Files.write(g, new byte[10]);
-        assertTrue(xattr(g).endsWith("stripe_offset=1 osts=1,0"), xattr(g));
+        assertTrue(xattr(g).endsWith("stripe_offset=1 osts=1,0 dom_size=10"), xattr(g));
 
         Path fresh = mnt.resolve("made-by-setstripe");
         Cli made = granary("setstripe", "-c", "2", "-S", "64k", fresh.toString());

@@ -1204,7 +1204,14 @@ public final class GranaryVfs implements AutoCloseable {
             if (!isReg(fresh) && !isDir(fresh)) {
                 throw new FsException(Status.ENODATA, "only files and directories have a layout");
             }
-            return LayoutXattr.format(fresh.getLayout()).getBytes(StandardCharsets.US_ASCII);
+            String value = LayoutXattr.format(fresh.getLayout());
+            if (isReg(fresh) && fresh.getSize() > 0) {
+                List<Extent> first = mds.getExtents(c, fresh.getIno(), 0, 1);
+                if (!first.isEmpty() && first.get(0).getBlockKey().isEmpty() && first.get(0).getLength() > 0) {
+                    value += " dom_size=" + first.get(0).getLength(); // data on MDS (inline)
+                }
+            }
+            return value.getBytes(StandardCharsets.US_ASCII);
         }
         byte[] n = xattrName(name);
         if (name.startsWith("system.") && name.length() > "system.".length()) {

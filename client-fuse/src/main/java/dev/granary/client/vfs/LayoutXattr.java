@@ -20,6 +20,9 @@ import java.util.Map;
  *       (Granary rotates the start by inode number);</li>
  *   <li>{@code osts}: comma-separated OST indices in stripe order (files always; directories
  *       when fixed with {@code stripe_offset}).</li>
+ *   <li>{@code dom_size}: files whose data is held on the MDS (data on MDS, as Lustre's DoM
+ *       component): its size in bytes; the stripes above take the data if the file grows past
+ *       {@code client.inline_max}. Absent for data in OST blocks.</li>
  * </ul>
  * Example: {@code stripe_count=2 stripe_size=4194304 stripe_offset=1 osts=1,0}.
  *
@@ -71,7 +74,7 @@ public final class LayoutXattr {
                     case "stripe_size" -> size = Long.parseLong(val);
                     case "stripe_count" -> count = Integer.parseInt(val);
                     case "stripe_offset" -> offset = Integer.parseInt(val);
-                    case "osts" -> { } // informative in the formatted value; stripe_offset sets it
+                    case "osts", "dom_size" -> { } // informative in the formatted value; stripe_offset sets it
                     default -> throw new FsException(Status.EINVAL, NAME + ": unknown key '" + key + "'");
                 }
             } catch (NumberFormatException e) {

@@ -54,8 +54,14 @@ public final class GetstripeCommand implements Callable<Integer> {
                 System.out.printf("stripe_count:  %s stripe_size:   %s stripe_offset: %s%n",
                         kv.get("stripe_count"), kv.get("stripe_size"), kv.get("stripe_offset"));
             } else {
-                System.out.printf("lmm_stripe_count:  %s%nlmm_stripe_size:   %s%nlmm_stripe_offset: %s%n",
-                        kv.get("stripe_count"), kv.get("stripe_size"), kv.get("stripe_offset"));
+                // lmm_pattern as Lustre prints it: mdt for data on the MDS (DoM), raid0 for striped data.
+                System.out.printf("lmm_stripe_count:  %s%nlmm_stripe_size:   %s%nlmm_pattern:       %s%n",
+                        kv.get("stripe_count"), kv.get("stripe_size"), kv.containsKey("dom_size") ? "mdt" : "raid0");
+                if (kv.containsKey("dom_size")) {
+                    System.out.printf("lmm_dom_size:      %s (data on MDS; the stripes below take it if the file grows past client.inline_max)%n",
+                            kv.get("dom_size"));
+                }
+                System.out.printf("lmm_stripe_offset: %s%n", kv.get("stripe_offset"));
                 System.out.println("\tobdidx");
                 for (String o : kv.getOrDefault("osts", "").split(",")) {
                     if (!o.isEmpty()) {
