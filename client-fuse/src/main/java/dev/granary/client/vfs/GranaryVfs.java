@@ -126,6 +126,8 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private final Cache<DentryKey, Boolean> recentlyChanged;
     private final AtomicLong nextHandle = new AtomicLong(1);
+    /** Set when {@link #close} begins: handles it releases answer EIO afterwards, not EBADF. */
+    private volatile boolean closing;
     private final Map<Long, OpenFile> files = new ConcurrentHashMap<>();
     private final Map<Long, Set<OpenFile>> filesByIno = new ConcurrentHashMap<>();
     private final Map<Long, DirHandle> dirs = new ConcurrentHashMap<>();
@@ -893,6 +895,9 @@ public final class GranaryVfs implements AutoCloseable {
             long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
             extents = stripes == 0 ? List.of() : mds.getExtents(c, a.getIno(), 0, stripes);
         }
+        if (closing) {
+            throw new FsException(Status.EIO, "the Granary client is stopping (unmount)");
+        }
         long fh = nextHandle.getAndIncrement();
         OpenFile f = new OpenFile(this, fh, a, flags, c, extents);
         files.put(fh, f);
@@ -903,9 +908,21 @@ public final class GranaryVfs implements AutoCloseable {
     private OpenFile file(long fh) {
         OpenFile f = files.get(fh);
         if (f == null) {
-            throw new FsException(Status.EBADF, "unknown file handle " + fh);
+            throw unknownHandle(fh);
         }
         return f;
+    }
+
+    /**
+     * EBADF for a handle this client never gave out; EIO once {@link #close} began: the kernel's
+     * handles stay valid until they are released, so a write racing with the unmount is an I/O
+     * error (its data up to the last flush is committed), not a bad descriptor.
+     */
+    private FsException unknownHandle(long fh) {
+        if (closing) {
+            return new FsException(Status.EIO, "the Granary client is stopping (unmount): file handle " + fh + " was closed");
+        }
+        return new FsException(Status.EBADF, "unknown file handle " + fh);
     }
 
     /** The open file behind handle {@code fh}; EBADF when unknown. */
@@ -945,7 +962,7 @@ public final class GranaryVfs implements AutoCloseable {
     public void release(Caller c, long fh) {
         OpenFile f = files.remove(fh);
         if (f == null) {
-            throw new FsException(Status.EBADF, "unknown file handle " + fh);
+            throw unknownHandle(fh);
         }
         try {
             if (f.flockOwner() != 0) { // flock(2): the lock goes with the last close of the open file
@@ -1319,6 +1336,7 @@ public final class GranaryVfs implements AutoCloseable {
      */
     @Override
     public void close() {
+        closing = true;
         for (Long fh : new ArrayList<>(files.keySet())) {
             try {
                 release(null, fh);

@@ -481,6 +481,26 @@ class GranaryVfsTest {
         }
     }
 
+    /**
+     * A client stopping (SIGTERM of the mount) commits what its open handles wrote; a write, read
+     * or close racing with it gets EIO, as any I/O the daemon can no longer do. Regression: EBADF,
+     * which tells a program it passed a bad descriptor.
+     */
+    @Test
+    void handlesOfAStoppingClientAnswerEioAndTheirDataIsCommitted() {
+        GranaryVfs stopping = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+        long fh = stopping.create(ROOT, dir + "/stop", 0644, O_CREAT | O_WRONLY);
+        byte[] data = random(S + 5, 3);
+        stopping.write(ROOT, fh, 0, data, data.length);
+        stopping.close();
+        assertEquals(Status.EIO.getNumber(), errno(() -> stopping.write(ROOT, fh, data.length, data, 10)));
+        assertEquals(Status.EIO.getNumber(), errno(() -> stopping.read(ROOT, fh, 0, 10)));
+        assertEquals(Status.EIO.getNumber(), errno(() -> stopping.release(ROOT, fh)));
+        assertEquals(Status.EIO.getNumber(), errno(() -> stopping.open(ROOT, dir + "/stop", O_RDONLY)));
+        assertEquals(Status.EBADF.getNumber(), errno(() -> vfs.read(ROOT, 424242, 0, 10)), "a running client's unknown handle");
+        assertArrayEquals(data, readAll(vfs, dir + "/stop", 30_000), "what was written before the stop is committed");
+    }
+
     @Test
     void readYourWritesAndCloseToOpen() {
         long w = vfs.create(ROOT, dir + "/cto", 0644, O_CREAT | O_RDWR);
