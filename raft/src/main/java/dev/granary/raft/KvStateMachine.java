@@ -73,8 +73,9 @@ public final class KvStateMachine extends BaseStateMachine {
 
     /**
      * @param applier the application logic to replicate
-     * @param syncCommits fsync RocksDB's WAL on every applied entry (not needed for safety: the
-     *     Raft log is replayed from the last-applied index after a crash)
+     * @param syncCommits write every applied entry to RocksDB's WAL and fsync it (not needed for
+     *     safety: without it the database skips its WAL, and after a crash the Raft log is
+     *     replayed from the last-applied index of its last flush)
      */
     public KvStateMachine(KvApplier applier, boolean syncCommits) {
         this.applier = Objects.requireNonNull(applier, "applier");

@@ -114,7 +114,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
         this.dbOptions = dbOptions;
         this.cfOptions = cfOptions;
         this.blockCache = blockCache;
-        this.writeOptions = new WriteOptions().setSync(syncCommits);
+        this.writeOptions = new WriteOptions().setSync(syncCommits).setDisableWAL(!syncCommits);
         this.db = db;
         this.handles = handles;
         this.byName = byName;
@@ -125,9 +125,12 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
     /**
      * Opens (creating if missing) a RocksDB at {@code dir} with RocksDB's default column family plus
-     * the named column families. Commits are written to the WAL without fsync: a Raft peer replays
-     * the log after the last-applied index, so a lost tail is re-applied (see
-     * {@link #open(Path, List, boolean)}).
+     * the named column families. Commits skip RocksDB's write-ahead log: the Raft log is the
+     * durable record, and a peer that crashed reopens its database at the last flush (memtables
+     * are flushed together for all column families, {@code atomic_flush}, so it is one consistent
+     * point with its last-applied index) and re-applies the Raft log after that index. Without the
+     * WAL each applied entry costs one copy of its bytes less (small files written through FUSE:
+     * ~16% more files/s in a quickstart; see {@link #open(Path, List, boolean)}).
      *
      * @throws IllegalArgumentException on a null/blank/duplicate name or one equal to "default"
      * @throws KvStoreException when RocksDB cannot open the database (message names {@code dir})
@@ -137,7 +140,8 @@ public final class RocksKv implements KvReader, AutoCloseable {
     }
 
     /**
-     * Like {@link #open(Path, List)}; with {@code syncCommits} each {@link #commit} fsyncs the WAL.
+     * Like {@link #open(Path, List)}; with {@code syncCommits} each {@link #commit} is written to
+     * the WAL and fsynced instead (a database that must be durable on its own).
      * Column families present on disk but not named are opened too (and stay readable by name).
      */
     public static RocksKv open(Path dir, List<String> columnFamilies, boolean syncCommits) {
@@ -185,7 +189,8 @@ public final class RocksKv implements KvReader, AutoCloseable {
                 .setMaxBackgroundJobs(2)
                 .setMaxOpenFiles(512)
                 .setKeepLogFileNum(3)
-                .setMaxTotalWalSize(64L << 20);
+                .setMaxTotalWalSize(64L << 20)
+                .setAtomicFlush(true); // without a WAL: every column family flushed at one point
         List<ColumnFamilyDescriptor> descriptors = new ArrayList<>();
         for (String name : names) {
             descriptors.add(new ColumnFamilyDescriptor(name.getBytes(StandardCharsets.UTF_8), cfo));
