@@ -31,7 +31,8 @@ import org.slf4j.LoggerFactory;
  * <p>Outcomes: ENOENT means the entry is gone already or names another inode now, and is not an
  * error. Any other error (EACCES after a permission change another client made, the MDS
  * unreachable: EIO) is logged, makes the entry reappear here ({@code onFailure}), and is kept for
- * the directory until {@link #takeError} (fsync of the directory) returns it.
+ * the directory until {@link #takeError} (fsync of the directory) returns it; for at most
+ * {@value #MAX_ERROR_DIRS} directories at once (the oldest is dropped first, logged).
  */
 final class DeferredUnlinks implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(DeferredUnlinks.class);
@@ -39,6 +40,8 @@ final class DeferredUnlinks implements AutoCloseable {
     static final int MAX_BATCH = 256;
     /** Removals queued or in flight at most; unlink blocks beyond. */
     static final int MAX_PENDING = 4096;
+    /** Directories whose refused removal waits for an fsync at most; beyond, the oldest is dropped (logged). */
+    static final int MAX_ERROR_DIRS = 4096;
 
     /** One deferred removal: {@code name} in directory {@code parent}, expected to name inode {@code ino}. */
     record Unlink(Caller caller, long parent, String name, long ino) {}
@@ -58,14 +61,22 @@ final class DeferredUnlinks implements AutoCloseable {
     private final ArrayDeque<Unlink> queue = new ArrayDeque<>();
     private final Map<Long, Integer> perDir = new HashMap<>();
     private final Map<GranaryVfs.DentryKey, Integer> perName = new HashMap<>();
-    private final Map<Long, FsException> errors = new HashMap<>();
+    /** First refused removal per directory, oldest first, until fsync takes it; at most maxErrorDirs. */
+    private final java.util.LinkedHashMap<Long, FsException> errors = new java.util.LinkedHashMap<>();
+    private final int maxErrorDirs;
     private final Thread sender;
     private int inFlight;
     private boolean closed;
 
     DeferredUnlinks(MdsClient mds, Outcome outcome) {
+        this(mds, outcome, MAX_ERROR_DIRS);
+    }
+
+    /** With room for the refusals of {@code maxErrorDirs} directories (tests use a small one). */
+    DeferredUnlinks(MdsClient mds, Outcome outcome, int maxErrorDirs) {
         this.mds = mds;
         this.outcome = outcome;
+        this.maxErrorDirs = maxErrorDirs;
         this.sender = new Thread(this::run, "granary-deferred-unlink");
         this.sender.setDaemon(true);
         this.sender.start();
@@ -217,6 +228,13 @@ final class DeferredUnlinks implements AutoCloseable {
                 u.name(), Long.toUnsignedString(u.parent()), e.status(), e.getMessage());
         synchronized (lock) {
             errors.putIfAbsent(u.parent(), e);
+            if (errors.size() > maxErrorDirs) { // a client that never fsyncs its directories: bounded memory
+                var oldest = errors.entrySet().iterator().next();
+                errors.remove(oldest.getKey());
+                LOG.warn("refused deferred unlinks in more than {} directories not fsynced since: an fsync of directory "
+                        + "inode {} will no longer report its refusal ({})", maxErrorDirs,
+                        Long.toUnsignedString(oldest.getKey()), oldest.getValue().status());
+            }
         }
         outcome.failed(u, e);
     }
