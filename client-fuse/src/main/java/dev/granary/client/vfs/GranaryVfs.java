@@ -1153,9 +1153,16 @@ public final class GranaryVfs implements AutoCloseable {
         List<Entry> out = new ArrayList<>();
         out.add(new Entry(".", d.ino, S_IFDIR));
         out.add(new Entry("..", d.parentIno, S_IFDIR));
-        ByteString after = ByteString.EMPTY;
-        for (int page = 0; ; page++) {
-            ReadDirPage p = mds.readdir(c, d.ino, after.toByteArray(), config.readdirPageSize());
+        // The next page is asked for as soon as a page arrives, while this thread decodes and caches
+        // the one it has: a large listing overlaps the MDS's scans with the client's work.
+        ReadDirPage p = mds.readdir(c, d.ino, new byte[0], config.readdirPageSize());
+        while (true) {
+            java.util.concurrent.CompletableFuture<ReadDirPage> next = null;
+            if (p.more() && !p.entries().isEmpty()) {
+                byte[] after = p.entries().get(p.entries().size() - 1).getName().toByteArray();
+                next = java.util.concurrent.CompletableFuture.supplyAsync(
+                        () -> mds.readdir(c, d.ino, after, config.readdirPageSize()), ioExecutor);
+            }
             for (DirEntry e : p.entries()) {
                 String name = Names.decode(e.getName().toByteArray());
                 if (deferred != null && deferred.pending(d.ino, name)) {
@@ -1164,12 +1171,24 @@ public final class GranaryVfs implements AutoCloseable {
                 out.add(new Entry(name, e.getIno(), e.getMode() & S_IFMT));
                 dentries.put(new DentryKey(d.ino, name), e.getIno());
             }
-            if (!p.more() || p.entries().isEmpty()) {
+            if (next == null) {
                 break;
             }
-            after = p.entries().get(p.entries().size() - 1).getName();
+            p = awaitPage(next);
         }
         return out;
+    }
+
+    /** The page {@code f} fetches; its FsException (or runtime failure) as the caller's own. */
+    private static ReadDirPage awaitPage(java.util.concurrent.CompletableFuture<ReadDirPage> f) {
+        try {
+            return f.join();
+        } catch (java.util.concurrent.CompletionException e) {
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            throw e;
+        }
     }
 
     /** Path-based readdir: opendir + readdir + releasedir. */
