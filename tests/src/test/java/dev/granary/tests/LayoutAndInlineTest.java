@@ -3,6 +3,7 @@ package dev.granary.tests;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.granary.mds.proto.Extent;
@@ -93,6 +94,15 @@ class LayoutAndInlineTest {
         Cli smallShow = granary("getstripe", small.toString());
         assertEquals("lmm_pattern:       mdt", smallShow.out().get(3), smallShow.toString());
         assertTrue(smallShow.out().get(4).startsWith("lmm_dom_size:      1000 "), smallShow.toString());
+        // Its first bytes on the MDS and more data on an OST past them: striped, not "mdt".
+        Path mixed = d.resolve("mixed.bin");
+        Files.write(mixed, "abc\n".getBytes());
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(mixed, java.nio.file.StandardOpenOption.WRITE)) {
+            ch.write(java.nio.ByteBuffer.wrap(new byte[] {1, 2, 3}), 5 << 20);
+        }
+        Cli mixedShow = granary("getstripe", mixed.toString());
+        assertEquals("lmm_pattern:       raid0", mixedShow.out().get(3), mixedShow.toString());
+        assertTrue(mixedShow.out().get(4).startsWith("lmm_dom_size:      4 "), mixedShow.toString());
         List<Extent> ex = cluster.admin().getFileMap(Nodes.ROOT, (Long) Files.getAttribute(f, "unix:ino")).extents();
         assertEquals(3, ex.size(), "3 MiB in 1 MiB stripes");
         assertEquals(1, ex.stream().map(Extent::getOst).distinct().count(), "all on one OST");
@@ -151,8 +161,22 @@ class LayoutAndInlineTest {
             assertEquals(1, r.errors().size(), r.toString());
             assertTrue(r.errors().get(0).contains(c.message()), r.errors().get(0));
         }
+        // Values written to the xattr itself: -2 (the parser's old "not given") was accepted with
+        // no change and no error.
+        Path empty = d.resolve("empty");
+        Files.write(empty, new byte[0]);
+        String emptyBefore = xattr(empty);
+        for (String v : List.of("stripe_count=-2", "stripe_offset=-2", "stripe_size=-2", "stripe_size=0", "stripe_count=0")) {
+            for (Path p : List.of(d, empty)) {
+                Shell.Result r = Shell.run(tmp, Map.of(), "python3 -c \"import os,sys; os.setxattr(sys.argv[1], 'granary.layout', sys.argv[2].encode())\" '"
+                        + p + "' '" + v + "'");
+                assertNotEquals(0, r.rc(), v + " on " + p + " was accepted");
+                assertTrue(r.err().contains("Invalid argument"), v + ": " + r.err());
+            }
+        }
         assertEquals(before, xattr(d));
         assertEquals(fileBefore, xattr(full));
+        assertEquals(emptyBefore, xattr(empty));
     }
 
     static long s3Puts() {

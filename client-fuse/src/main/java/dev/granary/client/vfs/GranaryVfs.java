@@ -1321,7 +1321,7 @@ public final class GranaryVfs implements AutoCloseable {
         LayoutXattr.Request req = LayoutXattr.parse(value);
         Attr fresh = mds.getattr(c, a.getIno());
         List<Integer> osts = new ArrayList<>();
-        if (req.stripeOffset() >= 0) {
+        if (req.stripeOffset() != null && req.stripeOffset() >= 0) {
             for (var o : mds.listOsts(c)) {
                 osts.add(o.getIndex());
             }

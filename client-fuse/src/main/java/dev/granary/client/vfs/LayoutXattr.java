@@ -36,10 +36,11 @@ public final class LayoutXattr {
 
     private LayoutXattr() {}
 
-    /** A parsed request: -2 means "not given" for each field. */
-    record Request(long stripeSize, int stripeCount, int stripeOffset) {
-        static final int UNSET = -2;
-    }
+    /**
+     * A parsed request; a field left out is null. (It was -2, so a value of -2 typed by the user
+     * read as "not given" and was accepted without a change.)
+     */
+    record Request(Long stripeSize, Integer stripeCount, Integer stripeOffset) {}
 
     /** Formats {@code l} (a file's resolved layout, or a directory's template) as the xattr value. */
     public static String format(Layout l) {
@@ -63,9 +64,9 @@ public final class LayoutXattr {
      * @throws FsException EINVAL for an unknown key, a malformed number or an empty value
      */
     static Request parse(String text) {
-        long size = Request.UNSET;
-        int count = Request.UNSET;
-        int offset = Request.UNSET;
+        Long size = null;
+        Integer count = null;
+        Integer offset = null;
         for (Map.Entry<String, String> f : fields(text).entrySet()) {
             String key = f.getKey();
             String val = f.getValue();
@@ -81,10 +82,13 @@ public final class LayoutXattr {
                 throw new FsException(Status.EINVAL, NAME + ": " + key + " '" + val + "' is not a number");
             }
         }
-        if (count != Request.UNSET && count != -1 && count < 1) {
+        if (size != null && size <= 0) {
+            throw new FsException(Status.EINVAL, NAME + ": stripe_size must be a positive number of bytes, got " + size);
+        }
+        if (count != null && count != -1 && count < 1) {
             throw new FsException(Status.EINVAL, NAME + ": stripe_count must be -1 or >= 1, got " + count);
         }
-        if (offset != Request.UNSET && offset < -1) {
+        if (offset != null && offset < -1) {
             throw new FsException(Status.EINVAL, NAME + ": stripe_offset must be -1 or an OST index, got " + offset);
         }
         return new Request(size, count, offset);
@@ -120,11 +124,11 @@ public final class LayoutXattr {
      * @throws FsException EINVAL when stripe_offset is not a registered OST or stripe_count exceeds the OSTs
      */
     static Layout merge(Request req, Layout cur, List<Integer> osts) {
-        long size = req.stripeSize() != Request.UNSET ? req.stripeSize() : cur.getStripeSize();
-        int count = req.stripeCount() != Request.UNSET ? req.stripeCount()
+        long size = req.stripeSize() != null ? req.stripeSize() : cur.getStripeSize();
+        int count = req.stripeCount() != null ? req.stripeCount()
                 : cur.getStripeCount() == 0 ? -1 : cur.getStripeCount();
         Layout.Builder b = Layout.newBuilder().setStripeSize(size).setStripeCount(count);
-        if (req.stripeOffset() >= 0) {
+        if (req.stripeOffset() != null && req.stripeOffset() >= 0) {
             int start = osts.indexOf(req.stripeOffset());
             if (start < 0) {
                 throw new FsException(Status.EINVAL, NAME + ": stripe_offset " + req.stripeOffset() + " is not a registered OST " + osts);

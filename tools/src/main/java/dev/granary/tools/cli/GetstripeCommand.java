@@ -54,12 +54,14 @@ public final class GetstripeCommand implements Callable<Integer> {
                 System.out.printf("stripe_count:  %s stripe_size:   %s stripe_offset: %s%n",
                         kv.get("stripe_count"), kv.get("stripe_size"), kv.get("stripe_offset"));
             } else {
-                // lmm_pattern as Lustre prints it: mdt for data on the MDS (DoM), raid0 for striped data.
+                // lmm_pattern as Lustre prints it: mdt when all the data is on the MDS (DoM), raid0
+                // when it is striped over OSTs (a file may keep its first bytes on the MDS as well).
+                String dom = kv.get("dom_size");
+                boolean allOnMds = dom != null && sizeOf(p) <= Long.parseLong(dom);
                 System.out.printf("lmm_stripe_count:  %s%nlmm_stripe_size:   %s%nlmm_pattern:       %s%n",
-                        kv.get("stripe_count"), kv.get("stripe_size"), kv.containsKey("dom_size") ? "mdt" : "raid0");
-                if (kv.containsKey("dom_size")) {
-                    System.out.printf("lmm_dom_size:      %s (data on MDS; the stripes below take it if the file grows past client.inline_max)%n",
-                            kv.get("dom_size"));
+                        kv.get("stripe_count"), kv.get("stripe_size"), allOnMds ? "mdt" : "raid0");
+                if (dom != null) {
+                    System.out.printf("lmm_dom_size:      %s (bytes held on the MDS, from offset 0)%n", dom);
                 }
                 System.out.printf("lmm_stripe_offset: %s%n", kv.get("stripe_offset"));
                 System.out.println("\tobdidx");
@@ -74,5 +76,14 @@ public final class GetstripeCommand implements Callable<Integer> {
             throw new UserError("getstripe: " + failed + " of " + paths.size() + " paths failed");
         }
         return 0;
+    }
+
+    /** Size of {@code p} in bytes, or Long.MAX_VALUE when it cannot be read (then not "all on the MDS"). */
+    private static long sizeOf(Path p) {
+        try {
+            return Files.size(p);
+        } catch (java.io.IOException e) {
+            return Long.MAX_VALUE;
+        }
     }
 }
