@@ -31,7 +31,9 @@ public interface KvApplier {
      * Applies one committed mutation. Writes go to {@code txn}, committed atomically afterwards.
      *
      * @param logIndex the Raft log index of the entry, unique and increasing: usable to allocate ids
-     * @return the reply bytes sent to the client
+     * @return the reply bytes sent to the client; not beginning with a zero byte followed by
+     *     "granary.raft:" (reserved for a replayed entry whose reply expired; a protobuf message
+     *     never begins with a zero byte)
      */
     byte[] apply(long logIndex, byte[] request, KvTxn txn);
 

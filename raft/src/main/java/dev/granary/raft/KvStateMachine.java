@@ -62,6 +62,16 @@ public final class KvStateMachine extends BaseStateMachine {
      */
     static final Duration CALL_MEMORY = Duration.ofMinutes(2);
 
+    /** {@link #CALL_MEMORY} as applied; tests shorten it to make replies expire at once. */
+    static volatile Duration callMemory = CALL_MEMORY;
+
+    /**
+     * The reply of a replayed entry whose call is no longer remembered (see {@link #replayedReply}).
+     * Starts with a zero byte, which no protobuf message does (field number 0 is invalid), so it
+     * cannot be an applier's protobuf reply; {@link RaftKvClient#write} turns it into an error.
+     */
+    static final byte[] EXPIRED_REPLY = "\0granary.raft: reply no longer kept".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+
     private final KvApplier applier;
     private final boolean syncCommits;
     private final CheckpointSnapshotStorage storage = new CheckpointSnapshotStorage();
@@ -219,7 +229,7 @@ public final class KvStateMachine extends BaseStateMachine {
                     reply = applier.apply(index, e.payload(), txn);
                     byte[] r = reply == null ? new byte[0] : reply;
                     RocksKv.Call call = callId == null ? null : new RocksKv.Call(callId, e.stampNanos(), r);
-                    long forgetBefore = e.stampNanos() > 0 ? e.stampNanos() - CALL_MEMORY.toNanos() : Long.MIN_VALUE;
+                    long forgetBefore = e.stampNanos() > 0 ? e.stampNanos() - callMemory.toNanos() : Long.MIN_VALUE;
                     db.commit(txn, term, index, call, forgetBefore);
                 } catch (Throwable t) {
                     db.abort(txn);
@@ -244,16 +254,19 @@ public final class KvStateMachine extends BaseStateMachine {
 
     /**
      * The reply of an entry replayed over a db that already holds it: the one remembered when it
-     * was applied. None is kept for calls older than {@link #CALL_MEMORY}: then the retry fails with
-     * a clear error (no client retries that long) rather than getting a made-up success.
+     * was applied. None is kept for calls older than {@link #CALL_MEMORY}: then the answer is
+     * {@link #EXPIRED_REPLY}, which a client still retrying the call (none retries that long)
+     * gets as a clear error rather than a made-up success. Not a failed future: Ratis logs each of
+     * those as an ERROR with its stack, and a restart replaying thousands of old entries buried
+     * the log in them.
      */
     private CompletableFuture<Message> replayedReply(RocksKv db, byte[] callId, long index) {
         byte[] stored = callId == null ? null : db.callReply(callId);
         if (stored != null) {
             return CompletableFuture.completedFuture(Message.valueOf(UnsafeByteOperations.unsafeWrap(stored)));
         }
-        return CompletableFuture.failedFuture(new IOException("the reply of log entry " + index
-                + " (applied before " + getId() + " restarted) is no longer kept; read its outcome back"));
+        LOG.debug("{}: the reply of replayed entry {} is no longer kept", getId(), index);
+        return CompletableFuture.completedFuture(Message.valueOf(UnsafeByteOperations.unsafeWrap(EXPIRED_REPLY)));
     }
 
     /** The client id and call id of a client's entry (what its retries share), or null for other entries. */

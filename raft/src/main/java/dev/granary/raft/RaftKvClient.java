@@ -214,11 +214,18 @@ public final class RaftKvClient implements AutoCloseable {
      */
     public byte[] write(byte[] request) {
         Objects.requireNonNull(request, "request");
+        byte[] reply;
         try {
-            return unwrap("write", client.io().send(Message.valueOf(ByteString.copyFrom(request))));
+            reply = unwrap("write", client.io().send(Message.valueOf(ByteString.copyFrom(request))));
         } catch (IOException e) {
             throw failure("write", e);
         }
+        if (java.util.Arrays.equals(reply, KvStateMachine.EXPIRED_REPLY)) {
+            throw new RaftStateMachineException("raft write to cluster " + clusterName + ": this call was applied before "
+                    + "a restart more than " + KvStateMachine.CALL_MEMORY.toMinutes() + " min ago and its reply is no "
+                    + "longer kept; read its outcome back", null);
+        }
+        return reply;
     }
 
     /**

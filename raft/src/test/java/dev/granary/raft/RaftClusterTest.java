@@ -314,6 +314,52 @@ class RaftClusterTest {
         }
     }
 
+    /**
+     * The same restart once the replayed calls' replies are forgotten (older than the call memory,
+     * shortened to 0 here): the replay skips them quietly, each answered with the expired-reply
+     * marker. Regression: each was a failed future, which Ratis logged as an ERROR with a stack
+     * trace (1,068 of them after one quickstart restart in a trial).
+     */
+    @Test
+    void aReplayOfEntriesWhoseRepliesExpiredLogsNoErrors() throws Exception {
+        RaftKvServer.snapshotOnStop = false;
+        KvStateMachine.callMemory = java.time.Duration.ZERO;
+        ch.qos.logback.classic.Logger root = (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+        ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> errors = new ch.qos.logback.core.read.ListAppender<>();
+        errors.start();
+        try {
+            TestCluster cl = new TestCluster(tmp, "expired", 3, 10_000, 8L << 20).startAll();
+            try (RaftKvClient c = cl.client()) {
+                cl.awaitLeader(WAIT);
+                for (int i = 0; i < 10; i++) {
+                    put(c, "k" + i, "v" + i);
+                }
+            } finally {
+                cl.close();
+            }
+            root.addAppender(errors);
+            try (cl; RaftKvClient c = cl.client()) {
+                cl.startAll();
+                cl.awaitLeader(WAIT);
+                assertTrue(put(c, "k10", "v10").startsWith("ok "));
+                for (int i = 0; i <= 10; i++) {
+                    assertEquals("v" + i, get(c, "k" + i));
+                }
+                assertEquals("11", new String(c.read("count".getBytes(UTF_8)), UTF_8), "each entry applied once");
+                for (RaftKvServer s : cl.servers) {
+                    assertTrue(s.isRunning() && s.failure().isEmpty(), s.peerId() + " failed: " + s.failure());
+                }
+            }
+            List<String> logged = errors.list.stream().filter(e -> e.getLevel() == ch.qos.logback.classic.Level.ERROR)
+                    .map(e -> e.getLoggerName() + ": " + e.getFormattedMessage()).toList();
+            assertEquals(List.of(), logged, "errors logged during the restart");
+        } finally {
+            root.detachAppender(errors);
+            KvStateMachine.callMemory = KvStateMachine.CALL_MEMORY;
+            RaftKvServer.snapshotOnStop = true;
+        }
+    }
+
     @Test
     void laggingPeerCatchesUpBySnapshotInstallAfterLogPurge() throws Exception {
         try (TestCluster cl = new TestCluster(tmp, "snap", 3, 40, 4096).startAll();
