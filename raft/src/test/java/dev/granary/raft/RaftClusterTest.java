@@ -285,32 +285,41 @@ class RaftClusterTest {
     void restartWithoutSnapshotLikeAfterSigkillSkipsEntriesAlreadyInTheDb() throws Exception {
         RaftKvServer.snapshotOnStop = false;
         try {
-            TestCluster cl = new TestCluster(tmp, "crash", 3, 10_000, 8L << 20).startAll();
-            try (RaftKvClient c = cl.client()) {
-                cl.awaitLeader(WAIT);
-                for (int i = 0; i < 10; i++) {
-                    put(c, "k" + i, "v" + i);
-                }
-            } finally {
-                cl.close();
-            }
-            try (cl; RaftKvClient c = cl.client()) {
-                cl.startAll();
-                for (RaftKvServer s : cl.servers) {
-                    assertEquals(-1, s.latestSnapshotIndex(), "no snapshot was taken: " + s.peerId());
-                }
-                cl.awaitLeader(WAIT);
-                assertTrue(put(c, "k10", "v10").startsWith("ok "));
-                for (int i = 0; i <= 10; i++) {
-                    assertEquals("v" + i, get(c, "k" + i));
-                }
-                assertEquals("11", new String(c.read("count".getBytes(UTF_8)), UTF_8), "each entry applied once");
-                for (RaftKvServer s : cl.servers) {
-                    assertTrue(s.isRunning() && s.failure().isEmpty(), s.peerId() + " failed: " + s.failure());
-                }
-            }
+            restartWithoutSnapshotKeepsEveryEntryOnce("crash", () -> { });
         } finally {
             RaftKvServer.snapshotOnStop = true;
+        }
+    }
+
+    /**
+     * 10 writes, a stop without snapshot, {@code beforeRestart}, a restart (Ratis replays the log
+     * over the db), one more write: every value there, each entry applied once, every peer running.
+     */
+    private void restartWithoutSnapshotKeepsEveryEntryOnce(String name, Runnable beforeRestart) throws Exception {
+        TestCluster cl = new TestCluster(tmp, name, 3, 10_000, 8L << 20).startAll();
+        try (RaftKvClient c = cl.client()) {
+            cl.awaitLeader(WAIT);
+            for (int i = 0; i < 10; i++) {
+                put(c, "k" + i, "v" + i);
+            }
+        } finally {
+            cl.close();
+        }
+        beforeRestart.run();
+        try (cl; RaftKvClient c = cl.client()) {
+            cl.startAll();
+            for (RaftKvServer s : cl.servers) {
+                assertEquals(-1, s.latestSnapshotIndex(), "no snapshot was taken: " + s.peerId());
+            }
+            cl.awaitLeader(WAIT);
+            assertTrue(put(c, "k10", "v10").startsWith("ok "));
+            for (int i = 0; i <= 10; i++) {
+                assertEquals("v" + i, get(c, "k" + i));
+            }
+            assertEquals("11", new String(c.read("count".getBytes(UTF_8)), UTF_8), "each entry applied once");
+            for (RaftKvServer s : cl.servers) {
+                assertTrue(s.isRunning() && s.failure().isEmpty(), s.peerId() + " failed: " + s.failure());
+            }
         }
     }
 
@@ -328,28 +337,7 @@ class RaftClusterTest {
         ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> errors = new ch.qos.logback.core.read.ListAppender<>();
         errors.start();
         try {
-            TestCluster cl = new TestCluster(tmp, "expired", 3, 10_000, 8L << 20).startAll();
-            try (RaftKvClient c = cl.client()) {
-                cl.awaitLeader(WAIT);
-                for (int i = 0; i < 10; i++) {
-                    put(c, "k" + i, "v" + i);
-                }
-            } finally {
-                cl.close();
-            }
-            root.addAppender(errors);
-            try (cl; RaftKvClient c = cl.client()) {
-                cl.startAll();
-                cl.awaitLeader(WAIT);
-                assertTrue(put(c, "k10", "v10").startsWith("ok "));
-                for (int i = 0; i <= 10; i++) {
-                    assertEquals("v" + i, get(c, "k" + i));
-                }
-                assertEquals("11", new String(c.read("count".getBytes(UTF_8)), UTF_8), "each entry applied once");
-                for (RaftKvServer s : cl.servers) {
-                    assertTrue(s.isRunning() && s.failure().isEmpty(), s.peerId() + " failed: " + s.failure());
-                }
-            }
+            restartWithoutSnapshotKeepsEveryEntryOnce("expired", () -> root.addAppender(errors));
             List<String> logged = errors.list.stream().filter(e -> e.getLevel() == ch.qos.logback.classic.Level.ERROR)
                     .map(e -> e.getLoggerName() + ": " + e.getFormattedMessage()).toList();
             assertEquals(List.of(), logged, "errors logged during the restart");
