@@ -87,14 +87,6 @@ public final class GranaryVfs implements AutoCloseable {
     private final Cache<XattrKey, Boolean> absentXattrs;
 
     /**
-     * Inodes this client made itself within the cache timeout (create, mknod, mkdir, symlink): they
-     * have no xattrs unless this client sets one, so the kernel's "security.capability" question
-     * before the first write of every new file is answered without an MDS round trip. Another
-     * client's setxattr on them may stay invisible for the cache timeout, as attribute changes do.
-     */
-    private final Cache<Long, Boolean> xattrFree;
-
-    /**
      * Inodes this client set an xattr on lately (2 x the cache timeout + 1 s): attributes cached
      * before that setxattr still say "no xattrs", so for these the MDS is asked.
      */
@@ -172,7 +164,6 @@ public final class GranaryVfs implements AutoCloseable {
         this.dentries = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.attrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.absentXattrs = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
-        this.xattrFree = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(1_000_000).build();
         this.xattrsSetHere = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(100_000).build();
         this.lookupMaps = Caffeine.newBuilder().expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
@@ -592,7 +583,7 @@ public final class GranaryVfs implements AutoCloseable {
     public Attr mkdir(Caller c, String path, int mode) {
         ParentName pn = parentOf(c, path);
         Attr a = mds.mkdir(c, pn.parent.getIno(), nameBytes(pn.name), (mode & 07777) | S_IFDIR);
-        made(pn, a);
+        entryAdded(pn, a);
         return a;
     }
 
@@ -709,7 +700,7 @@ public final class GranaryVfs implements AutoCloseable {
             throw new FsException(t.length == 0 ? Status.ENOENT : Status.ENAMETOOLONG, "symlink target length " + t.length);
         }
         Attr a = mds.symlink(c, pn.parent.getIno(), nameBytes(pn.name), t);
-        made(pn, a);
+        entryAdded(pn, a);
         return a;
     }
 
@@ -742,14 +733,8 @@ public final class GranaryVfs implements AutoCloseable {
         }
         ParentName pn = parentOf(c, path);
         Attr a = mds.create(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), true);
-        made(pn, a);
-        return a;
-    }
-
-    /** {@link #added} for an inode this call made: it has no xattrs yet. */
-    private void made(ParentName pn, Attr a) {
         entryAdded(pn, a);
-        xattrFree.put(a.getIno(), Boolean.TRUE);
+        return a;
     }
 
     /** An existing entry was found (or made): caches its dentry and attributes. */
@@ -820,7 +805,7 @@ public final class GranaryVfs implements AutoCloseable {
         MdsClient.Created made = mds.createFile(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), (flags & O_EXCL) != 0);
         Attr a = made.attr();
         if (made.isNew()) {
-            made(pn, a);
+            entryAdded(pn, a);
         } else {
             added(pn, a);
         }
@@ -1225,7 +1210,6 @@ public final class GranaryVfs implements AutoCloseable {
         byte[] n = xattrName(name);
         absentXattrs.invalidate(new XattrKey(a.getIno(), name));
         xattrsSetHere.put(a.getIno(), Boolean.TRUE);
-        xattrFree.invalidate(a.getIno());
         mds.setxattr(c, a.getIno(), n, value, flags);
     }
 
@@ -1287,17 +1271,15 @@ public final class GranaryVfs implements AutoCloseable {
 
     /**
      * Whether {@code a}'s inode has no xattrs as far as this client knows within the cache timeout:
-     * it made the inode itself, or the MDS counted none in attributes fetched within the timeout
-     * (another client's setxattr may stay invisible that long, as its attribute changes) and this
-     * client set none since. {@code ls -l} and {@code ls --color} ask for security.selinux and
-     * security.capability on every file: a dataset without xattrs answers them with no round trip.
+     * the MDS counted none in attributes fetched within the timeout (a create's reply among them,
+     * so the kernel's security.capability question before the first write of a new file costs no
+     * round trip; another client's setxattr may stay invisible that long, as its attribute
+     * changes) and this client set none since. {@code ls -l} and {@code ls --color} ask for
+     * security.selinux and security.capability on every file: a dataset without xattrs answers
+     * them with no round trip.
      */
     private boolean hasNoXattrs(Attr a) {
-        long ino = a.getIno();
-        if (xattrFree.getIfPresent(ino) != null) {
-            return true;
-        }
-        return a.hasXattrCount() && a.getXattrCount() == 0 && xattrsSetHere.getIfPresent(ino) == null;
+        return a.hasXattrCount() && a.getXattrCount() == 0 && xattrsSetHere.getIfPresent(a.getIno()) == null;
     }
 
     /** removexattr(2): ENODATA when absent. */
@@ -1321,7 +1303,7 @@ public final class GranaryVfs implements AutoCloseable {
         LayoutXattr.Request req = LayoutXattr.parse(value);
         Attr fresh = mds.getattr(c, a.getIno());
         List<Integer> osts = new ArrayList<>();
-        if (req.stripeOffset() != null && req.stripeOffset() >= 0) {
+        if (req.fixesFirstOst()) {
             for (var o : mds.listOsts(c)) {
                 osts.add(o.getIndex());
             }
@@ -1346,7 +1328,6 @@ public final class GranaryVfs implements AutoCloseable {
         dentries.invalidateAll();
         attrs.invalidateAll();
         absentXattrs.invalidateAll();
-        xattrFree.invalidateAll();
     }
 
     /**

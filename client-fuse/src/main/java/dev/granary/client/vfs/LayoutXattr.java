@@ -20,9 +20,10 @@ import java.util.Map;
  *       (Granary rotates the start by inode number);</li>
  *   <li>{@code osts}: comma-separated OST indices in stripe order (files always; directories
  *       when fixed with {@code stripe_offset}).</li>
- *   <li>{@code dom_size}: files whose data is held on the MDS (data on MDS, as Lustre's DoM
- *       component): its size in bytes; the stripes above take the data if the file grows past
- *       {@code client.inline_max}. Absent for data in OST blocks.</li>
+ *   <li>{@code dom_size}: files whose first bytes are held on the MDS (data on MDS, as Lustre's
+ *       DoM component): how many, from offset 0. A file of at most {@code client.inline_max}
+ *       bytes has all its data there; one that grew past it may keep them there and have the
+ *       rest in OST blocks. Absent when stripe 0 is a block or a hole.</li>
  * </ul>
  * Example: {@code stripe_count=2 stripe_size=4194304 stripe_offset=1 osts=1,0}.
  *
@@ -40,7 +41,12 @@ public final class LayoutXattr {
      * A parsed request; a field left out is null. (It was -2, so a value of -2 typed by the user
      * read as "not given" and was accepted without a change.)
      */
-    record Request(Long stripeSize, Integer stripeCount, Integer stripeOffset) {}
+    record Request(Long stripeSize, Integer stripeCount, Integer stripeOffset) {
+        /** Whether the request names the first OST (stripe_offset &gt;= 0; -1 is "chosen per file"). */
+        boolean fixesFirstOst() {
+            return stripeOffset != null && stripeOffset >= 0;
+        }
+    }
 
     /** Formats {@code l} (a file's resolved layout, or a directory's template) as the xattr value. */
     public static String format(Layout l) {
@@ -128,7 +134,7 @@ public final class LayoutXattr {
         int count = req.stripeCount() != null ? req.stripeCount()
                 : cur.getStripeCount() == 0 ? -1 : cur.getStripeCount();
         Layout.Builder b = Layout.newBuilder().setStripeSize(size).setStripeCount(count);
-        if (req.stripeOffset() != null && req.stripeOffset() >= 0) {
+        if (req.fixesFirstOst()) {
             int start = osts.indexOf(req.stripeOffset());
             if (start < 0) {
                 throw new FsException(Status.EINVAL, NAME + ": stripe_offset " + req.stripeOffset() + " is not a registered OST " + osts);

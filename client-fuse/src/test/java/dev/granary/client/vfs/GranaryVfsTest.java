@@ -684,6 +684,55 @@ class GranaryVfsTest {
     /** Counted down when the batch_write held by {@link #holdFirstBatchWrite} reached the MDS. */
     private static volatile java.util.concurrent.CountDownLatch heldBatchArrived;
 
+    /**
+     * Deferred unlinks ({@link DeferredUnlinks}): refused removals wait for an fsync of their
+     * directory, each reported once, for a bounded number of directories: a client that never
+     * fsyncs its directories keeps the newest ones, not an error per directory for ever.
+     * Regression: nothing bounded the map.
+     */
+    @Test
+    void refusalsAreKeptForABoundedNumberOfDirectoriesAndReportedOnce() {
+        int dirs = 5;
+        int max = 3;
+        Caller user = GranaryVfs.caller(1000, 1000); // may not write the root-owned 0755 directories
+        List<long[]> targets = new ArrayList<>();
+        for (int i = 0; i < dirs; i++) {
+            String d = dir + "/refused" + i;
+            vfs.mkdir(ROOT, d, 0755);
+            vfs.release(ROOT, vfs.create(ROOT, d + "/f", 0644, O_CREAT | O_WRONLY));
+            targets.add(new long[] {vfs.lookup(ROOT, d).getIno(), vfs.lookup(ROOT, d + "/f").getIno()});
+        }
+        List<Long> failedIn = new java.util.concurrent.CopyOnWriteArrayList<>();
+        DeferredUnlinks.Outcome outcome = new DeferredUnlinks.Outcome() {
+            @Override
+            public void removed(DeferredUnlinks.Unlink u, Attr parentAttr) {
+                throw new AssertionError("the MDS must refuse " + u);
+            }
+
+            @Override
+            public void failed(DeferredUnlinks.Unlink u, FsException e) {
+                failedIn.add(u.parent());
+            }
+        };
+        try (DeferredUnlinks d = new DeferredUnlinks(cluster.mds, outcome, max)) {
+            for (long[] t : targets) {
+                d.offer(new DeferredUnlinks.Unlink(user, t[0], "f", t[1]));
+                d.awaitDir(t[0]);
+            }
+            assertEquals(dirs, failedIn.size());
+            for (int i = 0; i < dirs; i++) {
+                long dirIno = targets.get(i)[0];
+                FsException e = d.takeError(dirIno);
+                if (i < dirs - max) {
+                    assertEquals(null, e, "the oldest refusals are dropped: directory " + i);
+                } else {
+                    assertEquals(Status.EACCES, e.status(), "directory " + i);
+                    assertEquals(null, d.takeError(dirIno), "reported once: directory " + i);
+                }
+            }
+        }
+    }
+
     /** Holds the first batch_write at the MDS until the returned latch opens. */
     private static java.util.concurrent.CountDownLatch holdFirstBatchWrite() {
         java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);

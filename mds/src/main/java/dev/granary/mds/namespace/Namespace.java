@@ -800,7 +800,7 @@ public final class Namespace {
             throw err(Status.EEXIST, "'" + show(dn) + "' exists");
         }
         if (de != null && de.getIno() == se.getIno()) {
-            return new Renamed(getattrOf(se.getIno()), null); // rename(2): links to the same inode: do nothing
+            return new Renamed(getattr(c, se.getIno()), null); // rename(2): links to the same inode: do nothing
         }
         InodeRecord src = inode(se.getIno());
         InodeRecord dst = de == null ? null : inode(de.getIno());
@@ -858,7 +858,7 @@ public final class Namespace {
             if (dp != sp) {
                 touchDir(dp, now, dpDelta);
             }
-            return new Renamed(getattrOf(se.getIno()), getattrOf(de.getIno()));
+            return new Renamed(getattr(c, se.getIno()), getattr(c, de.getIno()));
         }
 
         int spDelta = 0, dpDelta = 0;
@@ -885,7 +885,7 @@ public final class Namespace {
             touchDir(dp, now, dpDelta);
         }
         InodeRecord left = dst == null || dstDir ? null : findInode(de.getIno());
-        return new Renamed(getattrOf(se.getIno()), left == null ? null : attr(de.getIno(), left));
+        return new Renamed(getattr(c, se.getIno()), left == null ? null : attr(de.getIno(), left));
     }
 
     /**
@@ -894,10 +894,6 @@ public final class Namespace {
      * Clients cache both, so an entry read before the rename cannot bring back old ones.
      */
     public record Renamed(Attr moved, Attr replaced) {}
-
-    private Attr getattrOf(long ino) {
-        return attr(ino, inode(ino));
-    }
 
     // =============================================================================== setattr
 
