@@ -24,6 +24,7 @@ Figures go to bench/results/compare-<date>-s<scale>.md (and .png); the Markdown 
 import argparse
 import collections
 import concurrent.futures
+import ctypes
 import datetime
 import io
 import json
@@ -491,7 +492,7 @@ def write_file(path, size, chunk, fsync=True):
 
 def warm_up(target, plan):
     """Untimed, the same on every target: a file written with fsync and read cold several times
-    (caches emptied before each read) and once warm, and small files written, read, stat'ed,
+    (caches emptied before each read) and once warm, then read at random (128 KiB, cold), and small files written, read, stat'ed,
     listed and unlinked, so that each filesystem is measured as it runs on a node that has been up for a while
     (Granary's JVMs have compiled their hot paths; peers have their connections open). Everything
     it writes is removed. Several cold reads, because the JIT compiles the cold path over several
@@ -507,6 +508,22 @@ def warm_up(target, plan):
         with open(big, "rb") as f:
             while f.read(MIB):
                 pass
+    # Random 128 KiB reads, cold, as the random-read step makes them (4 threads, each over its own
+    # quarter, half of its blocks): they take other paths than sequential reads (partial blocks,
+    # chunked reads at the OSS). One quickstart, successive cold runs of the random-read step: 493,
+    # 778, 833, 969 IOPS, the JIT compiling about 2 CPU-s per run.
+    target.cold()
+    quarter = plan.warm_bytes // 4 // (128 * KIB)
+
+    def random_reads(q):
+        fd = os.open(big, os.O_RDONLY)
+        try:
+            for b in random.Random(q).sample(range(quarter), quarter // 2):
+                os.pread(fd, 128 * KIB, (q * quarter + b) * 128 * KIB)
+        finally:
+            os.close(fd)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(random_reads, range(4)))
     paths = [os.path.join(d, f"s{i:05d}") for i in range(plan.warm_count)]
     write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -789,6 +806,9 @@ NOOP_ROWS = [
     ("noop_again", "FUSE ceiling: same, read again (Granary's options keep no page cache)", "MiB/s"),
     ("noop_cached", "FUSE ceiling: no-op fs with -o kernel_cache, read again (page cache)", "MiB/s"),
     ("noop_stat", "FUSE ceiling: no-op fs, stat of {meta} names (caches dropped, 3rd of 3 rounds)", "ops/s"),
+    ("noop3_cold", "FUSE ceiling, libfuse3 low-level via Java FFM (bench/fuse3): dd read cold", "MiB/s"),
+    ("noop3_again", "FUSE ceiling, libfuse3 via FFM: read again (no page cache kept)", "MiB/s"),
+    ("noop3_stat", "FUSE ceiling, libfuse3 via FFM: stat of {meta} names (as above)", "ops/s"),
 ]
 REQUEST_WORKLOADS = [
     ("write", "sequential write (until in the bucket)"), ("setup", "setup: parallel-read files, small files, AU datasets"),
@@ -808,6 +828,7 @@ class Runner:
         self.figures = collections.defaultdict(dict)    # target -> row -> value ("fails" or number)
         self.requests = collections.defaultdict(dict)   # target -> workload -> {method: n}
         self.failures = []
+        self.skipped = []  # steps not run here, with the reason (printed in the report)
 
     def step(self, t, workload, rows, fn):
         before = self.counter.snapshot() if t.bucket else None
@@ -901,7 +922,56 @@ class Runner:
                 for r in rows:
                     if r:
                         figs[r] = "fails"
+        self.noop_ceiling_fuse3()
         log("  noop: " + ", ".join(f"{r}={fmt(figs.get(r))}" for r, _, _ in NOOP_ROWS))
+
+    def noop_ceiling_fuse3(self):
+        """The same reads and stats on bench/fuse3/NoopFuse3.java: libfuse3's low-level API through
+        Java's FFM API, the binding Granary could use instead of jnr-fuse over libfuse2's high-level API."""
+        figs = self.figures["granary"]
+        rows = ("noop3_cold", "noop3_again", "noop3_stat")
+        java = os.path.join(os.environ.get("JAVA_HOME", "/nonexistent"), "bin", "java")
+        why = fuse3_ffm_missing(java)
+        if why:
+            log(f"  no-op libfuse3 ceiling skipped: {why}")
+            self.skipped.append(f"no-op libfuse3 (FFM) ceiling: {why}")
+            return
+        mnt = os.path.join(self.work, "noop3-mnt")
+        os.makedirs(mnt, exist_ok=True)
+        self.state.add_mount(mnt)
+        try:
+            d = Daemon(self.state, [java, "--enable-native-access=ALL-UNNAMED", os.path.join(ROOT, "bench", "fuse3", "NoopFuse3.java"),
+                                    mnt, "--size", str(self.plan.noop_bytes)], os.path.join(self.work, "noopfuse3.log"))
+            try:
+                d.wait_mounted(mnt, "fuse.granary-noop3", timeout=120)
+                f = os.path.join(mnt, "zeros")
+                drop_caches()
+                figs["noop3_cold"] = dd_read(f, self.plan.timeout)
+                figs["noop3_again"] = dd_read(f, self.plan.timeout)
+                figs["noop3_stat"] = noop_stat(os.path.join(mnt, "names"), self.plan.meta_count)
+            finally:
+                d.stop(timeout=30)
+                unmount(mnt)
+        except Exception as e:
+            self.failures.append(f"no-op libfuse3 (FFM) ceiling: {e}")
+            for r in rows:
+                figs.setdefault(r, "fails")
+
+
+def fuse3_ffm_missing(java):
+    """Why bench/fuse3/NoopFuse3.java cannot run here (it needs libfuse3 and a JDK 22+ for FFM), or None."""
+    try:
+        ctypes.CDLL("libfuse3.so.3")
+    except OSError:
+        return "libfuse3.so.3 not found (Debian package libfuse3-3)"
+    try:
+        out = subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True, timeout=60).stderr
+    except OSError as e:
+        return f"no java at {java}: {e}"
+    m = re.search(r"java\.specification\.version = (\d+)", out)
+    if not m or int(m.group(1)) < 22:
+        return f"{java} is not a JDK 22+ (Java's FFM API)"
+    return None
 
 
 def noop_stat(names_dir, count):
@@ -1003,6 +1073,7 @@ def report(runner, plan, targets, info, counter, elapsed):
             "and the AU searches. **warm**: the same file read again right after.",
             f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
             f"written with `fsync`, read {plan.warm_cold_reads} times cold (caches emptied before each read) and once warm, "
+            "then half of its 128 KiB blocks read at random, cold (4 threads, as the random-read step), "
             f"{plan.warm_count} small files written, read, stat'ed, listed (readdir, 3 times) and unlinked, and the metadata "
             f"phases once on {plan.meta_count} other empty files (created, stat'ed, listed 3 times, unlinked). So each "
             "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
@@ -1041,9 +1112,15 @@ def report(runner, plan, targets, info, counter, elapsed):
             "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`; its stat row "
             "stats as many names as the metadata phases (each an empty file, one thread, caches dropped before each "
             "of 3 rounds, the third reported): what the binding costs a lookup with no Granary work behind it.",
+            "- The libfuse3 ceiling rows do the same on `bench/fuse3/NoopFuse3.java`, a no-op file system on libfuse3's "
+            "low-level (inode) API called through Java's FFM API (JDK 22+, run from source), with Granary's options where "
+            "libfuse3 has them (max_read 1 MiB, 1 s attribute and entry timeouts, 32 serving threads, kernel readahead "
+            "1 MiB) and no page cache kept across opens: the ceiling of a binding Granary could move to from jnr-fuse.",
             "- Figures move ±15–30% between runs on this shared 2-core machine: compare within one run."]
     if runner.failures:
         out += ["", "## Failures", ""] + [f"- {f}" for f in runner.failures]
+    if runner.skipped:
+        out += ["", "## Not run here", ""] + [f"- {f}" for f in runner.skipped]
     return "\n".join(out) + "\n"
 
 

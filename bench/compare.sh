@@ -11,7 +11,7 @@
 # Environment: BENCH_SCALE (default 1.0), BENCH_WORK (scratch parent, default /var/tmp),
 #   BENCH_KEEP=1 (keep the scratch folder), RCLONE_VFS_CACHE_MODE (default full).
 # Needs root (FUSE mounts, drop_caches, iptables request counting); installs s3fs, rclone, fio,
-# iptables and python3-matplotlib with apt when missing. Unmounts and stops everything on exit.
+# iptables, python3-matplotlib and libfuse3-3 with apt when missing. Unmounts and stops everything on exit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -27,6 +27,8 @@ command -v rclone >/dev/null 2>&1 || pkgs+=(rclone)
 command -v fio >/dev/null 2>&1 || pkgs+=(fio)
 command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
 /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || pkgs+=(python3-matplotlib)
+# libfuse3 alone (not the fuse3 tools, which replace libfuse2's fuse package) for bench/fuse3/NoopFuse3.java
+ldconfig -p 2>/dev/null | grep -q 'libfuse3\.so\.3 ' || pkgs+=(libfuse3-3)
 if [[ ${#pkgs[@]} -gt 0 ]]; then
   echo "bench/compare.sh: installing ${pkgs[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -42,6 +44,7 @@ done
 [[ -n $PY ]] || { echo "bench/compare.sh: no python can import torch and numpy" >&2; exit 1; }
 
 "$ROOT/granary" --version >/dev/null   # builds Granary when the sources are newer than the jar
+source "$ROOT/scripts/java-home.sh"     # JAVA_HOME for bench/fuse3/NoopFuse3.java (a JDK 22+ runs it)
 
 WORK=$(mktemp -d "${BENCH_WORK:-/var/tmp}/granary-compare.XXXXXX")
 pypid=""
