@@ -44,6 +44,11 @@ import ru.serce.jnrfuse.utils.SecurityUtils;
  * make the kernel forget the attributes of the request's file
  * ({@link #invalidateKernelAttributesOfRequestFile()}), and the channel's send hook gives replies
  * for files with several names an attribute lifetime of 0 ({@link #limitAttributeCaching}).
+ *
+ * <p>The kernel's INIT: the send hook also extends libfuse2's reply ({@link #extendInitReply}) to
+ * ask for 1 MiB requests and for lookups of one directory at once; the system property
+ * {@code granary.fuse.serialDirops=true} (e.g. in {@code GRANARY_JAVA_OPTS}) leaves the kernel
+ * sending one lookup per directory at a time, as libfuse2 alone does.
  */
 public abstract class PooledFuseFS extends FuseStubFS {
     private static final Logger LOG = LoggerFactory.getLogger(PooledFuseFS.class);
@@ -124,9 +129,11 @@ public abstract class PooledFuseFS extends FuseStubFS {
 
     /** {@code FUSE_INIT} and, in its in/out structs, the offsets of flags and max_pages; the flag (linux/fuse.h). */
     private static final int FUSE_INIT = 26, INIT_FLAGS = 12, INIT_OUT_MAX_PAGES = 28, FUSE_MAX_PAGES = 1 << 22;
+    /** The INIT flag that lets the kernel send LOOKUPs and READDIRs of one directory at once (linux/fuse.h, Linux 4.7+). */
+    static final int FUSE_PARALLEL_DIROPS = 1 << 18;
     /** Sizes of {@code struct fuse_out_header}, of libfuse2's fuse_init_out (7.19) and of today's (linux/fuse.h). */
     private static final int OUT_HEADER_BYTES = 16, INIT_OUT_V7_19_BYTES = 24, INIT_OUT_BYTES = 64;
-    /** The memory of the last INIT reply {@link #askForLargeRequests} built on this thread. */
+    /** The memory of the last INIT reply {@link #extendInitReply} built on this thread. */
     private static final ThreadLocal<Pointer> INIT_REPLY = new ThreadLocal<>();
 
     /** The request buffer of the pool thread running the current callback; unset on other threads. */
@@ -258,7 +265,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /**
      * Replaces the send hook of libfuse's kernel channel with {@link #send}, which writes replies
      * the same way ({@code writev} on the /dev/fuse fd, as libfuse's {@code fuse_kern_chan_send})
-     * after {@link #limitAttributeCaching} and, for INIT, {@link #askForLargeRequests} with
+     * after {@link #limitAttributeCaching} and, for INIT, {@link #extendInitReply} with
      * {@code pages} ({@link #requestPages}). Checks libfuse 2.9's layout of the channel first (its
      * session and fd where expected) and leaves the channel alone otherwise (logged).
      */
@@ -284,7 +291,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
-     * The channel's send hook: {@link #limitAttributeCaching}, for INIT {@link #askForLargeRequests},
+     * The channel's send hook: {@link #limitAttributeCaching}, for INIT {@link #extendInitReply},
      * then {@code writev}; 0 or -errno.
      */
     private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages) {
@@ -295,7 +302,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         if (req != null && count >= 2) {
             limitAttributeCaching(req, iov);
             if (req.getInt(IN_HEADER_OPCODE) == FUSE_INIT && count == 2) {
-                Pointer longer = askForLargeRequests(rt, req, iov, pages);
+                Pointer longer = extendInitReply(rt, req, iov, pages, !Boolean.getBoolean("granary.fuse.serialDirops"));
                 if (longer != null) {
                     iov = longer;
                 }
@@ -353,27 +360,34 @@ public abstract class PooledFuseFS extends FuseStubFS {
 
     /**
      * For libfuse2's reply to the kernel's INIT, a reply that also asks for requests of up to
-     * {@code pages} pages ({@code FUSE_MAX_PAGES}, Linux 4.20+), when the kernel offers it; null
-     * to send libfuse's reply as it is. libfuse2 predates the flag and answers with the 24-byte
-     * {@code fuse_init_out} of protocol 7.19, so the kernel split every read into requests of at
-     * most 32 pages (128 KiB): a 1 GiB read was 8,192 READ round trips through /dev/fuse, 1,024
-     * with 256 pages. The new reply is libfuse's 24 bytes, then {@code time_gran} 0 (unchanged)
-     * and {@code max_pages}, in the 64-byte {@code struct fuse_init_out} of linux/fuse.h (flags at
+     * {@code pages} pages ({@code FUSE_MAX_PAGES}, Linux 4.20+) and, with {@code parallelDirops},
+     * for lookups and listings of one directory at once ({@code FUSE_PARALLEL_DIROPS}, Linux 4.7+),
+     * each when the kernel offers it; null to send libfuse's reply as it is. libfuse2 predates both
+     * flags and answers with the 24-byte {@code fuse_init_out} of protocol 7.19, so the kernel split
+     * every read into requests of at most 32 pages (128 KiB): a 1 GiB read was 8,192 READ round
+     * trips through /dev/fuse, 1,024 with 256 pages; and it sent one LOOKUP at a time per directory
+     * (its per-directory mutex), so parallel openers of uncached files in one directory waited for
+     * each other's MDS round trips. libfuse2's path API takes its own locks on the paths it builds,
+     * so it serves concurrent lookups in one directory (as libfuse 3.16+ does with the flag).
+     * The new reply is libfuse's 24 bytes, then {@code time_gran} 0 (unchanged) and
+     * {@code max_pages}, in the 64-byte {@code struct fuse_init_out} of linux/fuse.h (flags at
      * 12, max_pages at 28); the header's length grows to match. Writes stay at libfuse2's
      * {@code max_write} (128 KiB: its receive buffer).
      *
      * @return an iovec array of two entries (header, argument) in memory owned by the caller's
      *         thread until the next INIT, or null
      */
-    static Pointer askForLargeRequests(Runtime rt, Pointer req, Pointer iov, int pages) {
+    static Pointer extendInitReply(Runtime rt, Pointer req, Pointer iov, int pages, boolean parallelDirops) {
         Pointer out = iov.getPointer(0);
         Pointer arg = iov.getPointer(16); // iov[1].iov_base; struct iovec is {base, len}
         long argLen = iov.getLong(24);
-        if (pages <= 32 || out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
+        int offered = req.getInt(IN_HEADER_BYTES + INIT_FLAGS);
+        boolean largeRequests = pages > 32 && (offered & FUSE_MAX_PAGES) != 0;
+        boolean parallel = parallelDirops && (offered & FUSE_PARALLEL_DIROPS) != 0;
+        if ((!largeRequests && !parallel) || out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
                 || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
-                || argLen < INIT_OUT_V7_19_BYTES || argLen > INIT_OUT_BYTES
-                || (req.getInt(IN_HEADER_BYTES + INIT_FLAGS) & FUSE_MAX_PAGES) == 0) {
-            return null; // an error reply, an unexpected layout, or a kernel without the flag
+                || argLen < INIT_OUT_V7_19_BYTES || argLen > INIT_OUT_BYTES) {
+            return null; // nothing to ask for, an error reply, or an unexpected layout
         }
         Pointer mem = Memory.allocateDirect(rt, OUT_HEADER_BYTES + INIT_OUT_BYTES + 32, true); // zeroed
         Pointer header = mem.slice(0, OUT_HEADER_BYTES);
@@ -382,8 +396,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
         byte[] copy = new byte[(int) argLen];
         arg.get(0, copy, 0, copy.length);
         init.put(0, copy, 0, copy.length);
-        init.putInt(INIT_FLAGS, init.getInt(INIT_FLAGS) | FUSE_MAX_PAGES);
-        init.putShort(INIT_OUT_MAX_PAGES, (short) Math.min(pages, 256));
+        if (largeRequests) {
+            init.putInt(INIT_FLAGS, init.getInt(INIT_FLAGS) | FUSE_MAX_PAGES);
+            init.putShort(INIT_OUT_MAX_PAGES, (short) Math.min(pages, 256));
+        }
+        if (parallel) {
+            init.putInt(INIT_FLAGS, init.getInt(INIT_FLAGS) | FUSE_PARALLEL_DIROPS);
+        }
         header.putInt(0, OUT_HEADER_BYTES + INIT_OUT_BYTES); // len
         header.putInt(OUT_HEADER_ERROR, 0);
         header.putLong(OUT_HEADER_UNIQUE, out.getLong(OUT_HEADER_UNIQUE));

@@ -17,6 +17,7 @@ import org.junit.jupiter.api.Test;
 class PooledFuseFSTest {
     private static final Runtime RT = Runtime.getSystemRuntime();
     private static final int FUSE_MAX_PAGES = 1 << 22;
+    private static final int FUSE_PARALLEL_DIROPS = 1 << 18;
 
     /** An INIT request (in header + fuse_init_in with {@code kernelFlags}). */
     private static Pointer initRequest(int kernelFlags) {
@@ -54,8 +55,8 @@ class PooledFuseFSTest {
     }
 
     @Test
-    void theInitReplyAsksForLargerRequestsKeepingLibfusesFields() {
-        Pointer iov = PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(0, 77), 256);
+    void theInitReplyAsksForLargerRequestsAndParallelDirectoryOpsKeepingLibfusesFields() {
+        Pointer iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 77), 256, true);
         assertNotNull(iov);
         Pointer header = iov.getPointer(0);
         Pointer arg = iov.getPointer(16);
@@ -67,7 +68,7 @@ class PooledFuseFSTest {
         assertEquals(7, arg.getInt(0));
         assertEquals(19, arg.getInt(4));
         assertEquals(131072, arg.getInt(8));
-        assertEquals(0x433 | FUSE_MAX_PAGES, arg.getInt(12));
+        assertEquals(0x433 | FUSE_MAX_PAGES | FUSE_PARALLEL_DIROPS, arg.getInt(12));
         assertEquals(12, arg.getShort(16));
         assertEquals(9, arg.getShort(18));
         assertEquals(131072, arg.getInt(20));
@@ -77,12 +78,25 @@ class PooledFuseFSTest {
     }
 
     @Test
+    void eachFlagIsAskedForOnlyWhenTheKernelOffersIt() {
+        Pointer iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb & ~FUSE_PARALLEL_DIROPS), initReply(0, 77), 256, true);
+        assertEquals(0x433 | FUSE_MAX_PAGES, iov.getPointer(16).getInt(12), "a kernel without FUSE_PARALLEL_DIROPS");
+        iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb & ~FUSE_MAX_PAGES), initReply(0, 77), 256, true);
+        assertEquals(0x433 | FUSE_PARALLEL_DIROPS, iov.getPointer(16).getInt(12), "a kernel without FUSE_MAX_PAGES");
+        assertEquals(0, iov.getPointer(16).getShort(28), "no max_pages without the flag");
+        iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 77), 32, true);
+        assertEquals(0x433 | FUSE_PARALLEL_DIROPS, iov.getPointer(16).getInt(12), "max_read of 32 pages asks for no more");
+        iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 77), 256, false);
+        assertEquals(0x433 | FUSE_MAX_PAGES, iov.getPointer(16).getInt(12), "serial directory operations asked for");
+    }
+
+    @Test
     void theReplyIsLeftAloneWhenItCannotApply() {
-        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb & ~FUSE_MAX_PAGES), initReply(0, 77), 256),
-                "a kernel without FUSE_MAX_PAGES");
-        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(-71, 77), 256), "an error reply");
-        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(0, 78), 256), "another request's reply");
-        assertNull(PooledFuseFS.askForLargeRequests(RT, initRequest(0x73fffffb), initReply(0, 77), 32), "no more than the default");
+        assertNull(PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb & ~FUSE_MAX_PAGES & ~FUSE_PARALLEL_DIROPS),
+                initReply(0, 77), 256, true), "a kernel with neither flag");
+        assertNull(PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 77), 32, false), "nothing to ask for");
+        assertNull(PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(-71, 77), 256, true), "an error reply");
+        assertNull(PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 78), 256, true), "another request's reply");
     }
 
     @Test
