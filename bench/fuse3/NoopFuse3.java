@@ -183,8 +183,28 @@ public final class NoopFuse3 {
         return LINKER.downcallHandle(lib.find(name).orElseThrow(() -> new IllegalStateException("libfuse3 has no " + name)), d);
     }
 
+    /**
+     * An upcall stub for the static method {@code name}. A request handler (its first parameter is
+     * the fuse_req_t) is wrapped so that whatever it throws is answered with EIO: an exception must
+     * not leave an upcall (the JVM would exit).
+     */
     private static MemorySegment upcall(MethodHandles.Lookup l, String name, MethodType type, FunctionDescriptor d) throws ReflectiveOperationException {
-        return LINKER.upcallStub(l.findStatic(NoopFuse3.class, name, type), d, Arena.global());
+        MethodHandle target = l.findStatic(NoopFuse3.class, name, type);
+        if (!name.equals("init")) {
+            target = MethodHandles.catchException(target, Throwable.class,
+                    l.findStatic(NoopFuse3.class, "failed", MethodType.methodType(void.class, Throwable.class, MemorySegment.class)));
+        }
+        return LINKER.upcallStub(target, d, Arena.global());
+    }
+
+    /** What a request handler threw: printed, and the request answered with EIO. */
+    static void failed(Throwable e, MemorySegment req) {
+        e.printStackTrace();
+        try {
+            int r = (int) replyErr.invokeExact(req, 5);
+        } catch (Throwable ignored) {
+            // the request stays unanswered; nothing more to do
+        }
     }
 
     private static void fillStat(MemorySegment st, long ino) {
@@ -216,20 +236,7 @@ public final class NoopFuse3 {
     }
 
     /** lookup(req, parent, name): an entry with 1 s attribute and entry timeouts, or ENOENT. */
-    static void lookup(MemorySegment req, long parent, MemorySegment name) {
-        try {
-            lookupOp(req, parent, name);
-        } catch (Throwable e) { // an upcall must not throw: answer EIO
-            e.printStackTrace();
-            try {
-                int r = (int) replyErr.invokeExact(req, 5);
-            } catch (Throwable ignored) {
-                // nothing more to do
-            }
-        }
-    }
-
-    private static void lookupOp(MemorySegment req, long parent, MemorySegment name) throws Throwable {
+    static void lookup(MemorySegment req, long parent, MemorySegment name) throws Throwable {
         String n = name.reinterpret(Long.MAX_VALUE).getString(0);
         if (lookupNanos > 0) {
             java.util.concurrent.locks.LockSupport.parkNanos(lookupNanos);
@@ -256,20 +263,7 @@ public final class NoopFuse3 {
     }
 
     /** getattr(req, ino, fi). */
-    static void getattr(MemorySegment req, long ino, MemorySegment fi) {
-        try {
-            getattrOp(req, ino, fi);
-        } catch (Throwable e) { // an upcall must not throw: answer EIO
-            e.printStackTrace();
-            try {
-                int r = (int) replyErr.invokeExact(req, 5);
-            } catch (Throwable ignored) {
-                // nothing more to do
-            }
-        }
-    }
-
-    private static void getattrOp(MemorySegment req, long ino, MemorySegment fi) throws Throwable {
+    static void getattr(MemorySegment req, long ino, MemorySegment fi) throws Throwable {
         if (!known(ino)) {
             int r = (int) replyErr.invokeExact(req, ENOENT);
             return;
@@ -280,20 +274,7 @@ public final class NoopFuse3 {
     }
 
     /** open(req, ino, fi): files only; keep_cache with --kernel-cache. */
-    static void open(MemorySegment req, long ino, MemorySegment fi) {
-        try {
-            openOp(req, ino, fi);
-        } catch (Throwable e) { // an upcall must not throw: answer EIO
-            e.printStackTrace();
-            try {
-                int r = (int) replyErr.invokeExact(req, 5);
-            } catch (Throwable ignored) {
-                // nothing more to do
-            }
-        }
-    }
-
-    private static void openOp(MemorySegment req, long ino, MemorySegment fi) throws Throwable {
+    static void open(MemorySegment req, long ino, MemorySegment fi) throws Throwable {
         if (ino == ROOT || ino == NAMES) {
             int r = (int) replyErr.invokeExact(req, EISDIR);
             return;
@@ -306,40 +287,14 @@ public final class NoopFuse3 {
     }
 
     /** read(req, ino, size, off, fi): zeros up to the file's size. */
-    static void read(MemorySegment req, long ino, long len, long off, MemorySegment fi) {
-        try {
-            readOp(req, ino, len, off, fi);
-        } catch (Throwable e) { // an upcall must not throw: answer EIO
-            e.printStackTrace();
-            try {
-                int r = (int) replyErr.invokeExact(req, 5);
-            } catch (Throwable ignored) {
-                // nothing more to do
-            }
-        }
-    }
-
-    private static void readOp(MemorySegment req, long ino, long len, long off, MemorySegment fi) throws Throwable {
+    static void read(MemorySegment req, long ino, long len, long off, MemorySegment fi) throws Throwable {
         long fileSize = ino == ZEROS ? size : 0;
         long n = Math.max(0, Math.min(Math.min(len, MAX_READ), fileSize - off));
         int r = (int) replyBuf.invokeExact(req, zeros, n);
     }
 
     /** readdir(req, ino, size, off, fi): the root lists zeros and names; /names lists nothing. */
-    static void readdir(MemorySegment req, long ino, long len, long off, MemorySegment fi) {
-        try {
-            readdirOp(req, ino, len, off, fi);
-        } catch (Throwable e) { // an upcall must not throw: answer EIO
-            e.printStackTrace();
-            try {
-                int r = (int) replyErr.invokeExact(req, 5);
-            } catch (Throwable ignored) {
-                // nothing more to do
-            }
-        }
-    }
-
-    private static void readdirOp(MemorySegment req, long ino, long len, long off, MemorySegment fi) throws Throwable {
+    static void readdir(MemorySegment req, long ino, long len, long off, MemorySegment fi) throws Throwable {
         if (ino != ROOT && ino != NAMES) {
             int r = (int) replyErr.invokeExact(req, ENOTDIR);
             return;

@@ -40,7 +40,7 @@ class FuseMountTest {
     }
 
     /** Skips the test, saying why, on a machine where nothing can be mounted with FUSE. */
-    private static void requireFuse() {
+    static void requireFuse() {
         if (!Files.exists(Path.of("/dev/fuse"))) {
             Assumptions.abort("skipped: /dev/fuse is missing on this machine");
         }

@@ -13,7 +13,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import ru.serce.jnrfuse.ErrorCodes;
@@ -64,14 +63,7 @@ class ParallelLookupTest {
 
     @Test
     void lookupsInOneDirectoryRunAtOnce() throws Exception {
-        if (!Files.exists(Path.of("/dev/fuse"))) {
-            Assumptions.abort("skipped: /dev/fuse is missing on this machine");
-        }
-        try {
-            FuseMount.checkFuseAvailable();
-        } catch (FuseMount.MountException e) {
-            Assumptions.abort("skipped: " + e.getMessage());
-        }
+        FuseMountTest.requireFuse();
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));
         SlowLookupFs fs = new SlowLookupFs();
         List<String> opts = FuseMount.options(ClientConfig.defaults(), FuseMount.isRoot(), false);
