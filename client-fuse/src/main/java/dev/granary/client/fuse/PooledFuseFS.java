@@ -130,7 +130,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /** {@code FUSE_INIT} and, in its in/out structs, the offsets of flags and max_pages; the flag (linux/fuse.h). */
     private static final int FUSE_INIT = 26, INIT_FLAGS = 12, INIT_OUT_MAX_PAGES = 28, FUSE_MAX_PAGES = 1 << 22;
     /** The INIT flag that lets the kernel send LOOKUPs and READDIRs of one directory at once (linux/fuse.h, Linux 4.7+). */
-    static final int FUSE_PARALLEL_DIROPS = 1 << 18;
+    private static final int FUSE_PARALLEL_DIROPS = 1 << 18;
     /** Sizes of {@code struct fuse_out_header}, of libfuse2's fuse_init_out (7.19) and of today's (linux/fuse.h). */
     private static final int OUT_HEADER_BYTES = 16, INIT_OUT_V7_19_BYTES = 24, INIT_OUT_BYTES = 64;
     /** The memory of the last INIT reply {@link #extendInitReply} built on this thread. */
