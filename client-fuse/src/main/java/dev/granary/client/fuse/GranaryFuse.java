@@ -14,6 +14,8 @@ import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Pattern;
 import jnr.ffi.Pointer;
 import jnr.ffi.types.dev_t;
 import jnr.ffi.types.gid_t;
@@ -280,10 +282,33 @@ public class GranaryFuse extends PooledFuseFS {
         });
     }
 
+    /**
+     * unlink(2); also libfuse2's removal of a hidden name when the kernel releases the last
+     * handle it counted: libfuse2's path API, run without {@code hard_remove} so that a file
+     * unlinked or replaced by a rename while open stays readable until its last close, first
+     * renames such a file to {@code .fuse_hidden<16 hex>} in its directory (fuse.c,
+     * {@code hide_node}), as NFS's silly rename. libfuse2 decides that before it removes the name, so
+     * another thread can open the node through that name in between (its stale entry of the old
+     * name leads there): that handle would then show a file without a name, and ESTALE at fstat.
+     * Such a removal therefore waits here until no handle of the inode is open on this client
+     * ({@link #release} does it then); an open of the hidden name and its removal are ordered by
+     * {@link #hiddenLock}, so an open that comes after the removal gets ESTALE and looks again.
+     */
     @Override
     public int unlink(String nativePath) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("unlink", path, c -> {
+            if (servingRelease() && isHidden(path)) {
+                synchronized (hiddenLock(path)) {
+                    long ino = vfs.lookup(c, path).getIno();
+                    if (vfs.hasOpenHandles(ino)) {
+                        hiddenUnlinks.put(ino, new HiddenUnlink(path, c));
+                        return 0;
+                    }
+                    vfs.unlink(c, path);
+                }
+                return 0;
+            }
             vfs.unlink(c, path);
             return 0;
         });
@@ -333,6 +358,33 @@ public class GranaryFuse extends PooledFuseFS {
         });
     }
 
+    /** libfuse2's hidden names: {@code ".fuse_hidden%08x%08x"} of the node id and a counter (fuse.c, {@code hidden_name}). */
+    private static final Pattern HIDDEN_NAME = Pattern.compile("\\.fuse_hidden[0-9a-f]{16}");
+
+    /** Whether the last name of {@code path} is one of libfuse2's hidden names. */
+    static boolean isHidden(String path) {
+        return HIDDEN_NAME.matcher(path.substring(path.lastIndexOf('/') + 1)).matches();
+    }
+
+    /** Locks that order an open of a hidden name against its removal at the last close, by hash of the path. */
+    private final Object[] hiddenLocks = new Object[64];
+
+    {
+        for (int i = 0; i < hiddenLocks.length; i++) {
+            hiddenLocks[i] = new Object();
+        }
+    }
+
+    private Object hiddenLock(String path) {
+        return hiddenLocks[Math.floorMod(path.hashCode(), hiddenLocks.length)];
+    }
+
+    /** A hidden name left to remove when the last handle of its inode here closes, and who removes it. */
+    private record HiddenUnlink(String path, Caller caller) {}
+
+    /** Hidden names whose removal waits for handles opened after libfuse2 decided to remove them, by inode number. */
+    private final ConcurrentHashMap<Long, HiddenUnlink> hiddenUnlinks = new ConcurrentHashMap<>();
+
     @Override
     public int link(String nativeOldpath, String nativeNewpath) {
         String oldpath = Names.fromNative(nativeOldpath, LATIN1);
@@ -359,7 +411,14 @@ public class GranaryFuse extends PooledFuseFS {
     public int open(String nativePath, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("open", path, c -> {
-            long fh = vfs.open(c, path, fi.flags.get());
+            long fh;
+            if (isHidden(path)) {
+                synchronized (hiddenLock(path)) { // see unlink
+                    fh = vfs.open(c, path, fi.flags.get());
+                }
+            } else {
+                fh = vfs.open(c, path, fi.flags.get());
+            }
             fi.fh.set(fh);
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
             // fresh ones, so make the kernel ask again rather than keep a size from before, unless
@@ -460,7 +519,20 @@ public class GranaryFuse extends PooledFuseFS {
     public int release(String nativePath, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("release", path, c -> {
+            long ino = vfs.handle(fi.fh.get()).ino();
             vfs.release(c, fi.fh.get());
+            HiddenUnlink h = hiddenUnlinks.get(ino);
+            if (h != null) { // see unlink
+                synchronized (hiddenLock(h.path())) {
+                    if (!vfs.hasOpenHandles(ino) && hiddenUnlinks.remove(ino, h)) {
+                        try {
+                            vfs.unlink(h.caller(), h.path());
+                        } catch (FsException e) {
+                            LOG.warn("removing the hidden name {} of inode {} after its last close failed: {}", h.path(), ino, e.getMessage());
+                        }
+                    }
+                }
+            }
             return 0;
         });
     }

@@ -120,12 +120,15 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private static final int ATTR_OUT_VALID = 0, ATTR_OUT_VALID_NSEC = 8, ATTR_OUT_ATTR = 16;
     /** In {@code struct fuse_attr}: mode, nlink (both u32); the struct is at least 88 bytes. */
     private static final int ATTR_MODE = 60, ATTR_NLINK = 64, ATTR_MIN_BYTES = 88;
-    private static final int S_IFMT = 0170000, S_IFDIR = 0040000, ENOENT = 2;
+    private static final int S_IFMT = 0170000, S_IFDIR = 0040000, ENOENT = 2, ESTALE = 116;
+    /** Opcodes of requests on a node found by a path walk, which Linux retries on ESTALE (linux/fuse.h). */
+    private static final int FUSE_READLINK = 5, FUSE_SETXATTR = 21, FUSE_GETXATTR = 22, FUSE_LISTXATTR = 23,
+            FUSE_REMOVEXATTR = 24, FUSE_OPENDIR = 27, FUSE_ACCESS = 34;
 
     /** Offsets in the kernel's {@code struct fuse_in_header} (linux/fuse.h), which starts every request. */
     private static final int IN_HEADER_OPCODE = 4, IN_HEADER_NODEID = 16, IN_HEADER_BYTES = 40;
-    /** The kernel's {@code FUSE_OPEN} opcode (linux/fuse.h). */
-    private static final int FUSE_OPEN = 14, FUSE_FSYNC = 20, FUSE_FLUSH = 25;
+    /** The kernel's {@code FUSE_OPEN}, {@code FUSE_FSYNC}, {@code FUSE_FLUSH} and {@code FUSE_RELEASE} opcodes (linux/fuse.h). */
+    private static final int FUSE_OPEN = 14, FUSE_FSYNC = 20, FUSE_FLUSH = 25, FUSE_RELEASE = 18;
 
     /** {@code FUSE_INIT} and, in its in/out structs, the offsets of flags and max_pages; the flag (linux/fuse.h). */
     private static final int FUSE_INIT = 26, INIT_FLAGS = 12, INIT_OUT_MAX_PAGES = 28, FUSE_MAX_PAGES = 1 << 22;
@@ -220,6 +223,12 @@ public abstract class PooledFuseFS extends FuseStubFS {
         return req != null && req.getInt(IN_HEADER_OPCODE) == FUSE_GETATTR;
     }
 
+    /** Whether the current callback serves a FUSE_RELEASE request (libfuse2 removes a hidden name in it). */
+    protected static boolean servingRelease() {
+        Pointer req = REQUEST.get();
+        return req != null && req.getInt(IN_HEADER_OPCODE) == FUSE_RELEASE;
+    }
+
     /**
      * Called from an {@code open}, {@code flush}, {@code fsync} or {@code link} callback: makes the
      * kernel forget the attributes (size, mtime, nlink, mode...) it cached for the file opened,
@@ -263,6 +272,28 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
+     * A reply of ENOENT to a request on a node the kernel holds (GETATTR, OPEN, ...) becomes
+     * ESTALE. The kernel found that node through a name; by the time libfuse2's path API served
+     * the request, a rename over the name, or an unlink, on this mount had left the node without
+     * a path (libfuse answers ENOENT without calling the filesystem), or another client had
+     * removed it. The answer to the caller of stat(2), open(2), chmod(2), ... must be the file the
+     * name holds now, as rename(2) is atomic (POSIX): on ESTALE, Linux walks the path once more,
+     * revalidating every cached entry ({@code retry_estale}, {@code LOOKUP_REVAL}, as for NFS),
+     * and then finds the new file, or answers ENOENT from a LOOKUP when the name is really gone.
+     * Calls on an open descriptor (fstat, fchmod) are not walked again and get ESTALE, as on NFS.
+     */
+    private static void staleNotGone(Pointer req, Pointer outHeader) {
+        if (outHeader.getInt(OUT_HEADER_ERROR) != -ENOENT) {
+            return;
+        }
+        switch (req.getInt(IN_HEADER_OPCODE)) {
+            case FUSE_GETATTR, FUSE_SETATTR, FUSE_READLINK, FUSE_OPEN, FUSE_OPENDIR, FUSE_ACCESS, FUSE_GETXATTR,
+                    FUSE_SETXATTR, FUSE_LISTXATTR, FUSE_REMOVEXATTR -> outHeader.putInt(OUT_HEADER_ERROR, -ESTALE);
+            default -> { }
+        }
+    }
+
+    /**
      * Replaces the send hook of libfuse's kernel channel with {@link #send}, which writes replies
      * the same way ({@code writev} on the /dev/fuse fd, as libfuse's {@code fuse_kern_chan_send})
      * after {@link #limitAttributeCaching} and, for INIT, {@link #extendInitReply} with
@@ -299,6 +330,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
             return 0;
         }
         Pointer req = REQUEST.get();
+        if (req != null) {
+            staleNotGone(req, iov.getPointer(0));
+        }
         if (req != null && count >= 2) {
             limitAttributeCaching(req, iov);
             if (req.getInt(IN_HEADER_OPCODE) == FUSE_INIT && count == 2) {

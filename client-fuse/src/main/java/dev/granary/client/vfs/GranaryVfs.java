@@ -910,6 +910,11 @@ public final class GranaryVfs implements AutoCloseable {
         return new FsException(Status.EBADF, "unknown file handle " + fh);
     }
 
+    /** Whether a handle of inode {@code ino} is open on this client. */
+    public boolean hasOpenHandles(long ino) {
+        return filesByIno.containsKey(ino);
+    }
+
     /** The open file behind handle {@code fh}; EBADF when unknown. */
     public OpenFile handle(long fh) {
         return file(fh);
