@@ -107,6 +107,11 @@ public class GranaryFuse extends PooledFuseFS {
             if (LOG.isDebugEnabled()) {
                 LOG.debug("{} {}: {}", op, path, e.getMessage());
             }
+            if (e.status() == Status.ENOENT && servingRequestOnNode()) {
+                // the kernel walks the path again (ESTALE): its lookup must ask the MDS, not
+                // find the name in this client's cache (another client removed the file)
+                vfs.forgetName(path);
+            }
             return -e.errno();
         } catch (Throwable t) {
             LOG.error("{} {} failed unexpectedly; returning EIO", op, path, t);

@@ -283,14 +283,28 @@ public abstract class PooledFuseFS extends FuseStubFS {
      * Calls on an open descriptor (fstat, fchmod) are not walked again and get ESTALE, as on NFS.
      */
     private static void staleNotGone(Pointer req, Pointer outHeader) {
-        if (outHeader.getInt(OUT_HEADER_ERROR) != -ENOENT) {
-            return;
+        if (outHeader.getInt(OUT_HEADER_ERROR) == -ENOENT && onNodeFoundByName(req.getInt(IN_HEADER_OPCODE))) {
+            outHeader.putInt(OUT_HEADER_ERROR, -ESTALE);
         }
-        switch (req.getInt(IN_HEADER_OPCODE)) {
+    }
+
+    /** Whether requests of {@code opcode} act on a node the kernel found by a path walk, which Linux retries on ESTALE. */
+    private static boolean onNodeFoundByName(int opcode) {
+        return switch (opcode) {
             case FUSE_GETATTR, FUSE_SETATTR, FUSE_READLINK, FUSE_OPEN, FUSE_OPENDIR, FUSE_ACCESS, FUSE_GETXATTR,
-                    FUSE_SETXATTR, FUSE_LISTXATTR, FUSE_REMOVEXATTR -> outHeader.putInt(OUT_HEADER_ERROR, -ESTALE);
-            default -> { }
-        }
+                    FUSE_SETXATTR, FUSE_LISTXATTR, FUSE_REMOVEXATTR -> true;
+            default -> false;
+        };
+    }
+
+    /**
+     * Whether the current callback serves a request on a node the kernel found by a path walk
+     * (GETATTR, OPEN, ...), whose ENOENT the kernel gets as ESTALE and answers by walking the
+     * path again ({@link #staleNotGone}).
+     */
+    protected static boolean servingRequestOnNode() {
+        Pointer req = REQUEST.get();
+        return req != null && onNodeFoundByName(req.getInt(IN_HEADER_OPCODE));
     }
 
     /**

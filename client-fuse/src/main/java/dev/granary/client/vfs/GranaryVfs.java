@@ -910,6 +910,33 @@ public final class GranaryVfs implements AutoCloseable {
         return new FsException(Status.EBADF, "unknown file handle " + fh);
     }
 
+    /**
+     * Drops this client's cached entry of the last name of {@code path} and the attributes of its
+     * inode, so that the next lookup of the name asks the MDS: called when a call on the inode
+     * the name led to found it gone (ENOENT), e.g. removed by another client within the cache
+     * timeout. Walks only cached entries; does nothing when the path is not cached.
+     */
+    public void forgetName(String path) {
+        List<String> comps = components(path);
+        if (comps.isEmpty()) {
+            return;
+        }
+        long dir = MdsClient.ROOT_INO;
+        for (int i = 0; i < comps.size() - 1; i++) {
+            Long ino = dentries.getIfPresent(new DentryKey(dir, comps.get(i)));
+            if (ino == null) {
+                return;
+            }
+            dir = ino;
+        }
+        DentryKey k = new DentryKey(dir, comps.get(comps.size() - 1));
+        Long ino = dentries.getIfPresent(k);
+        dentries.invalidate(k);
+        if (ino != null) {
+            attrs.invalidate(ino);
+        }
+    }
+
     /** Whether a handle of inode {@code ino} is open on this client. */
     public boolean hasOpenHandles(long ino) {
         return filesByIno.containsKey(ino);
