@@ -163,13 +163,14 @@ class FuseEndToEndTest {
     }
 
     /**
-     * Write-temp-then-rename ("atomic save") over a file that is open, while another thread of
-     * the same machine opens, reads and stats the name: rename(2) is atomic (POSIX), so the
-     * name always resolves, to the old file or the new one, and a read sees one whole version.
-     * The mount revalidates every lookup (attr_timeout 0), so each access asks the filesystem.
-     * Regression: libfuse2 first moved an open target to a hidden ".fuse_hidden*" name and only
-     * then renamed the new file over the free name; a lookup in between got ENOENT (32 opens
-     * failed in 595 replaces on a 1 s mount).
+     * Write-temp-then-rename ("atomic save") over a file that is open, while two other threads
+     * of the same mount stat, open and read the name: rename(2) is atomic (POSIX), so the name
+     * always resolves, to the old file or the new one, a read sees one whole version, and the
+     * hidden names libfuse2 gives replaced open files are gone after the last close. The mount
+     * revalidates every lookup (attr_timeout 0), so each access asks the filesystem.
+     * Regression: libfuse2's path API answered ENOENT to a GETATTR or OPEN of the node the
+     * kernel had found for the old file once the rename had left it without a path (271 errors
+     * in 300 replaces here; 46 failed opens in 431 replaces on a default quickstart mount).
      */
     @Test
     void renameOverAnOpenFileNeverHidesTheName() throws Exception {
@@ -210,7 +211,13 @@ class FuseEndToEndTest {
         Path m0 = tmp.resolve("mnt-attr0");
         try (Nodes.Client c0 = Nodes.mount(cfg, Files.createDirectories(m0))) {
             assertEquals(want, Shell.ok(local, "python3 replace.py " + m0.resolve("replace")).trim());
-            assertEquals("", Shell.ok(m0, "ls -A replace | grep fuse_hidden || true").trim(), "no hidden name left");
+            String hidden = "";
+            for (int i = 0; i < 100; i++) { // the kernel sends RELEASE after close(2) returns
+                hidden = Shell.ok(m0, "ls -A replace | grep fuse_hidden || true").trim();
+                if (hidden.isEmpty()) break;
+                Thread.sleep(50);
+            }
+            assertEquals("", hidden, "no hidden name left after the last close");
         }
     }
 
