@@ -221,6 +221,39 @@ class FuseEndToEndTest {
         }
     }
 
+    /**
+     * Two descriptors of one file on one machine: a read through either sees every write that
+     * returned before it, through the other (POSIX), also before any close or fsync, also when
+     * the file was unlinked meanwhile. Regression (found by a helper's trial): the second
+     * descriptor read an empty file while the first had written "hello", and the kernel, taking
+     * that short read for the end of file, then cut the first descriptor's own reads short too.
+     */
+    @Test
+    void aSecondDescriptorReadsTheFirstOnesWritesBeforeAnyClose() throws Exception {
+        String code = "import os, sys\n"
+                + "d = sys.argv[1]; os.makedirs(d, exist_ok=True); p = os.path.join(d, 'f')\n"
+                + "fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+                + "os.write(fd, b'hello')\n"
+                + "fd2 = os.open(p, os.O_RDONLY)\n"
+                + "print('second reads', os.read(fd2, 100))\n"
+                + "print('first reads', os.pread(fd, 100, 0))\n"
+                + "os.pwrite(fd, b'ZZZZZ', 10)\n"
+                + "print('second reads again', os.pread(fd2, 100, 0))\n"
+                + "print('first reads again', os.pread(fd, 100, 0))\n"
+                + "big = os.urandom(3 * 1024 * 1024 + 5)\n"
+                + "os.pwrite(fd, big, 100)\n"
+                + "os.unlink(p)\n"
+                + "os.lseek(fd2, 0, os.SEEK_SET)\n"
+                + "got = b''.join(iter(lambda: os.read(fd2, 1 << 20), b''))\n"
+                + "print('after unlink, second reads the big write', got[100:] == big, len(got))\n"
+                + "print('fstat sizes', os.fstat(fd).st_size, os.fstat(fd2).st_size)\n"
+                + "os.close(fd2); os.close(fd)\n";
+        Files.writeString(local.resolve("twofds.py"), code);
+        String want = Shell.ok(local, "python3 twofds.py " + local.resolve("twofds"));
+        assertTrue(want.contains("second reads b'hello'") && want.contains("second reads the big write True"), want);
+        assertEquals(want, Shell.ok(local, "python3 twofds.py " + mnt.resolve("twofds")));
+    }
+
     /** {@code cfg} written to a new file (to load a copy of it). */
     static Path saved(GranaryConfig cfg) throws Exception {
         Path f = Files.createTempFile(tmp, "granary", ".yaml");

@@ -949,7 +949,33 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** read(2) of up to {@code length} bytes at {@code offset}; shorter at end of file. EBADF, EIO. */
     public byte[] read(Caller c, long fh, long offset, int length) {
-        return file(fh).read(offset, length);
+        return withPeersCommitted(file(fh)).read(offset, length);
+    }
+
+    /**
+     * {@code f}, after the writes other handles of its inode on this client hold uncommitted
+     * have been committed (their flush hands the extents to {@code f}): POSIX requires a read to
+     * see every write that returned before it, through whichever descriptor. Regression: a
+     * second descriptor read an empty file while the first held "hello", and the kernel, taking
+     * that short read for the end of file, then cut the first descriptor's reads short as well.
+     * A failed commit is left to the writer, whose handle keeps the error; the read then sees
+     * what was committed.
+     */
+    private OpenFile withPeersCommitted(OpenFile f) {
+        Set<OpenFile> open = filesByIno.get(f.ino());
+        if (open == null || open.size() < 2) {
+            return f;
+        }
+        for (OpenFile o : open) {
+            if (o != f && o.hasUncommittedWrites()) {
+                try {
+                    o.flush();
+                } catch (FsException e) {
+                    LOG.debug("committing another handle's writes of inode {} before a read failed: {}", f.ino(), e.getMessage());
+                }
+            }
+        }
+        return f;
     }
 
     /**
@@ -957,7 +983,7 @@ public final class GranaryVfs implements AutoCloseable {
      * {@link #read} without assembling them in one array first. EBADF, EIO.
      */
     public List<ByteBuffer> readBuffers(Caller c, long fh, long offset, int length) {
-        return file(fh).readBuffers(offset, length);
+        return withPeersCommitted(file(fh)).readBuffers(offset, length);
     }
 
     /** write(2) of {@code len} bytes of {@code data} at {@code offset}; returns {@code len}. EBADF, EIO, EFBIG. */
