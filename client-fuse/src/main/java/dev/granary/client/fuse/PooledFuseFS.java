@@ -217,16 +217,20 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
     }
 
+    /** The opcode of the kernel request the current callback serves (linux/fuse.h); -1 on a thread of no pool. */
+    private static int servingOpcode() {
+        Pointer req = REQUEST.get();
+        return req == null ? -1 : req.getInt(IN_HEADER_OPCODE);
+    }
+
     /** Whether the current callback serves a FUSE_GETATTR request from the kernel (not a call libfuse makes itself within another request). */
     protected static boolean servingGetattr() {
-        Pointer req = REQUEST.get();
-        return req != null && req.getInt(IN_HEADER_OPCODE) == FUSE_GETATTR;
+        return servingOpcode() == FUSE_GETATTR;
     }
 
     /** Whether the current callback serves a FUSE_RELEASE request (libfuse2 removes a hidden name in it). */
     protected static boolean servingRelease() {
-        Pointer req = REQUEST.get();
-        return req != null && req.getInt(IN_HEADER_OPCODE) == FUSE_RELEASE;
+        return servingOpcode() == FUSE_RELEASE;
     }
 
     /**
@@ -303,8 +307,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
      * path again ({@link #staleNotGone}).
      */
     protected static boolean servingRequestOnNode() {
-        Pointer req = REQUEST.get();
-        return req != null && onNodeFoundByName(req.getInt(IN_HEADER_OPCODE));
+        return onNodeFoundByName(servingOpcode());
     }
 
     /**
