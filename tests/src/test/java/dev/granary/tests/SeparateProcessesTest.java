@@ -10,8 +10,11 @@ import dev.granary.client.fuse.FuseMount;
 import dev.granary.objbacker.EmbeddedS3;
 import dev.granary.tools.cluster.MountPoints;
 import dev.granary.tools.config.GranaryConfig;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -23,7 +26,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The deployment path: {@code granary mds}, {@code granary oss} and {@code granary mount} as
  * separate processes from one config file, against an S3 endpoint given by URL (an S3Proxy
- * started by the test, standing in for MinIO or AWS S3).
+ * started by the test, standing in for MinIO or AWS S3), and how a mount process ends: by SIGTERM,
+ * or by itself when someone unmounts its mount point.
  */
 class SeparateProcessesTest {
     @TempDir
@@ -42,6 +46,7 @@ class SeparateProcessesTest {
         MiniCluster.assumeFuseDevice();
         int base = MiniCluster.freeBase();
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        Path mnt2 = Files.createDirectories(tmp.resolve("mnt2"));
         List<GranaryProcess> procs = new ArrayList<>();
         try (EmbeddedS3 s3 = EmbeddedS3.start(Files.createDirectories(tmp.resolve("s3")), 0, "ak", "sk")) {
             s3.createBucket("train-data");
@@ -111,11 +116,38 @@ class SeparateProcessesTest {
             mount.process.destroy(); // SIGTERM: unmounts
             mount.waitFor(60);
             assertNull(FuseMount.mountedFsType(mnt), "unmounted after SIGTERM");
+
+            // A mount someone else unmounts stops its process (exit 0), as a filesystem daemon
+            // does; before, granary mount kept running, serving nothing, until SIGTERM. A lazy
+            // unmount ends the session only when the last open file is closed: that file still
+            // reads in full meanwhile.
+            GranaryProcess mount2 = GranaryProcess.start(tmp, Map.of(), "mount", "-c", conf.toString(), "--mount", mnt2.toString());
+            procs.add(mount2);
+            assertTrue(mount2.awaitLine("granary mounted at", 120), mount2.transcript());
+            try (FileChannel held = FileChannel.open(mnt2.resolve("shards/000.bin"), StandardOpenOption.READ)) {
+                Shell.ok(tmp, "umount -l " + mnt2);
+                assertNull(FuseMount.mountedFsType(mnt2), "gone from the namespace at once");
+                Thread.sleep(1_000);
+                assertTrue(mount2.process.isAlive(), "serves the file still open: " + mount2.transcript());
+                ByteBuffer all = ByteBuffer.allocate(data.length);
+                while (all.hasRemaining() && held.read(all) > 0) { }
+                assertArrayEquals(data, all.array(), "the open file reads in full after the lazy unmount");
+            }
+            assertEquals(0, mount2.waitFor(60), mount2.transcript());
+            assertTrue(mount2.out.contains("granary: " + mnt2 + " was unmounted; stopping"), mount2.transcript());
+
+            GranaryProcess mount3 = GranaryProcess.start(tmp, Map.of(), "mount", "-c", conf.toString(), "--mount", mnt2.toString());
+            procs.add(mount3);
+            assertTrue(mount3.awaitLine("granary mounted at", 120), mount3.transcript());
+            assertArrayEquals(data, Files.readAllBytes(mnt2.resolve("shards/000.bin")));
+            Shell.ok(tmp, "umount " + mnt2);
+            assertEquals(0, mount3.waitFor(60), mount3.transcript());
         } finally {
             for (GranaryProcess p : procs) {
                 p.close();
             }
             MountPoints.unmountLazy(mnt);
+            MountPoints.unmountLazy(mnt2);
         }
     }
 }

@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.slf4j.Logger;
@@ -325,6 +326,16 @@ public final class FuseMount implements AutoCloseable {
     /** The mounted directory. */
     public Path mountPoint() {
         return mountPoint;
+    }
+
+    /**
+     * Completes once the FUSE session has ended: after {@link #umount()}, or when someone else
+     * unmounted the mount point (umount(8), {@code fusermount -u}; a lazy unmount once the last open
+     * file is closed) or aborted its connection. A process serving the mount stops then
+     * ({@code granary mount}), as a filesystem daemon does when its mount goes away.
+     */
+    public CompletableFuture<Void> sessionEnded() {
+        return fs.sessionEnded();
     }
 
     /** The FUSE filesystem served. */

@@ -3,6 +3,7 @@ package dev.granary.client.fuse;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.LibraryLoader;
 import jnr.ffi.Memory;
@@ -144,6 +145,8 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private volatile LibFuseSession session;
     private volatile Pointer channel;
     private final AtomicBoolean invalFailureLogged = new AtomicBoolean();
+    /** Completed once the session has ended and every worker stopped ({@link #sessionEnded()}). */
+    private final CompletableFuture<Void> sessionEnded = new CompletableFuture<>();
     /** Keeps the channel's send closure alive (see {@link #hookSend}). */
     private volatile ChanSend sendHook;
 
@@ -215,6 +218,17 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 Thread.currentThread().interrupt();
             }
         }
+    }
+
+    /**
+     * Completes (normally, never exceptionally) once this filesystem's FUSE session has ended and
+     * its worker threads stopped: unmounted by {@link #umount()}, by anyone else with umount(8) or
+     * {@code fusermount -u} (a lazy unmount ends it when the last open file is closed), or its
+     * connection aborted ({@code /sys/fs/fuse/connections/N/abort}). A copy: completing it does
+     * nothing.
+     */
+    public CompletableFuture<Void> sessionEnded() {
+        return sessionEnded.copy();
     }
 
     /** The opcode of the kernel request the current callback serves (linux/fuse.h); -1 on a thread of no pool. */
@@ -514,8 +528,10 @@ public abstract class PooledFuseFS extends FuseStubFS {
             lib.fuse_teardown(fuse, mountpoint);
         } catch (Throwable t) {
             LOG.warn("tearing down the FUSE session of {} failed: {}", mountPoint, t.toString());
+        } finally {
+            mounted.set(false);
+            sessionEnded.complete(null);
         }
-        mounted.set(false);
     }
 
     /** One worker: receive a request, process it (the callbacks run here), until the session ends. */

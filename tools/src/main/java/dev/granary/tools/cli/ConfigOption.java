@@ -3,6 +3,9 @@ package dev.granary.tools.cli;
 import dev.granary.tools.config.GranaryConfig;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 import picocli.CommandLine.Option;
 
 /** The {@code --config FILE} option shared by the daemon commands (mixin). */
@@ -22,16 +25,51 @@ public final class ConfigOption {
 
     /** Blocks until the JVM is asked to stop (SIGTERM/SIGINT), then runs {@code onStop} once. */
     static void awaitShutdown(AutoCloseable onStop) throws InterruptedException {
-        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+        awaitShutdown(onStop, new CompletableFuture<>(), () -> { });
+    }
+
+    /**
+     * Blocks until the JVM is asked to stop (SIGTERM/SIGINT) or {@code ended} completes (a mount
+     * this process serves went away: someone unmounted it), then runs {@code onStop} once; on
+     * {@code ended}, {@code onEnded} runs first (to say why the process stops) and this returns,
+     * so the command exits. Errors of {@code onStop} are printed, not thrown.
+     */
+    static void awaitShutdown(AutoCloseable onStop, CompletableFuture<?> ended, Runnable onEnded) throws InterruptedException {
+        AtomicBoolean stopping = new AtomicBoolean();
+        CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            try {
-                onStop.close();
-            } catch (Exception e) {
-                System.err.println("granary: error while stopping: " + e.getMessage());
-            } finally {
-                done.countDown();
+            if (stopping.compareAndSet(false, true)) {
+                stop(onStop, stopped);
+            } else {
+                awaitQuietly(stopped); // the unmount path is closing: let it finish before the JVM halts
             }
         }, "granary-shutdown"));
-        done.await();
+        CountDownLatch wake = new CountDownLatch(1);
+        ended.whenComplete((v, t) -> wake.countDown());
+        wake.await();
+        if (stopping.compareAndSet(false, true)) {
+            onEnded.run();
+            stop(onStop, stopped);
+        } else {
+            stopped.await(); // a signal's hook unmounted: wait for it to close everything
+        }
+    }
+
+    private static void stop(AutoCloseable onStop, CountDownLatch stopped) {
+        try {
+            onStop.close();
+        } catch (Exception e) {
+            System.err.println("granary: error while stopping: " + e.getMessage());
+        } finally {
+            stopped.countDown();
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 }

@@ -10,9 +10,13 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
-/** {@code granary mount}: mounts the filesystem with FUSE and serves it until stopped (then unmounts). */
+/**
+ * {@code granary mount}: mounts the filesystem with FUSE and serves it until stopped (SIGTERM/Ctrl-C,
+ * then unmounts) or until its mount point is unmounted by someone else (then exits 0).
+ */
 @Command(name = "mount", mixinStandardHelpOptions = true,
-        description = {"Mount Granary at the config's client.mount (or --mount) and serve it until SIGTERM/Ctrl-C.", "",
+        description = {"Mount Granary at the config's client.mount (or --mount) and serve it until SIGTERM/Ctrl-C",
+                "(which unmounts) or until the mount point is unmounted (umount, fusermount -u).", "",
                 "Example:  granary mount -c /etc/granary/granary.yaml --mount /mnt/train"})
 public final class MountCommand implements Callable<Integer> {
     @Mixin
@@ -29,7 +33,10 @@ public final class MountCommand implements Callable<Integer> {
         MountPoints.prepare(mnt, false);
         Nodes.Client client = Nodes.mount(cfg, mnt);
         System.out.println("granary mounted at " + mnt + " (Ctrl-C to unmount)");
-        ConfigOption.awaitShutdown(client);
+        // Stops by itself when the mount goes away (umount, fusermount -u, a lazy unmount once the
+        // last open file is closed), as a filesystem daemon does: nothing is left serving nothing.
+        ConfigOption.awaitShutdown(client, client.mount().sessionEnded(),
+                () -> System.out.println("granary: " + mnt + " was unmounted; stopping"));
         return 0;
     }
 }

@@ -76,7 +76,7 @@ public final class NoopFsCommand implements Callable<Integer> {
         FuseMount.raiseKernelReadahead(mp, ClientConfig.defaults().fuseMaxRead()); // as Granary's mount
         System.out.println("noopfs mounted at " + mp + " (/zeros, " + bytes + " bytes) with " + String.join(" ", opts) + "; Ctrl-C to unmount");
         System.out.flush();
-        ConfigOption.awaitShutdown(fs::umount);
+        ConfigOption.awaitShutdown(fs::umount, fs.sessionEnded(), () -> System.out.println("noopfs: " + mp + " was unmounted; stopping"));
         return 0;
     }
 
