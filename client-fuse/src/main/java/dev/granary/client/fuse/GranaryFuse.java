@@ -166,7 +166,19 @@ public class GranaryFuse extends PooledFuseFS {
     public int getattr(String nativePath, FileStat stat) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("getattr", path, c -> {
-            replyAttr(stat, vfs.getattr(c, path));
+            Attr a = vfs.getattr(c, path);
+            long shown = requestNodeShows();
+            if (shown >= 0 && shown != a.getIno()) {
+                // The kernel asks about its inode of the file this name held before another
+                // client replaced it (NodeVersions): fstat of a descriptor open on that file, or a
+                // path walk through a cached entry. Answer for that file while a descriptor holds
+                // it; else ESTALE, and the kernel walks the path again to the new file.
+                a = vfs.getattrIfOpen(c, shown);
+                if (a == null) {
+                    return -ErrorCodes.ESTALE();
+                }
+            }
+            replyAttr(stat, a);
             return 0;
         });
     }
@@ -423,6 +435,13 @@ public class GranaryFuse extends PooledFuseFS {
                 }
             } else {
                 fh = vfs.open(c, path, fi.flags.get());
+            }
+            long shown = requestNodeShows();
+            if (shown >= 0 && shown != vfs.handle(fh).ino()) {
+                // the kernel opens its inode of the file this name held before another client
+                // replaced it (NodeVersions): ESTALE, and it walks the path again to the new file
+                vfs.release(c, fh);
+                return -ErrorCodes.ESTALE();
             }
             fi.fh.set(fh);
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched

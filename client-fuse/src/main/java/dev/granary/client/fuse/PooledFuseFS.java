@@ -115,6 +115,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /** Kernel opcodes whose replies carry attributes (linux/fuse.h). */
     private static final int FUSE_LOOKUP = 1, FUSE_GETATTR = 3, FUSE_SETATTR = 4, FUSE_MKNOD = 8,
             FUSE_LINK = 13, FUSE_CREATE = 35;
+    /** The kernel's FORGET and BATCH_FORGET opcodes (linux/fuse.h): no reply; lookups of nodes dropped. */
+    private static final int FUSE_FORGET = 2, FUSE_BATCH_FORGET = 42;
+    /** In {@code struct fuse_attr}: ino (u64), the first field. */
+    private static final int ATTR_INO = 0;
+    /** In {@code struct fuse_entry_out}: nodeid (u64), the first field. */
+    private static final int ENTRY_NODEID = 0;
+    private static final int S_IFREG = 0100000;
     /** In {@code struct fuse_entry_out}: attr_valid, attr_valid_nsec, attr. */
     private static final int ENTRY_ATTR_VALID = 24, ENTRY_ATTR_VALID_NSEC = 36, ENTRY_ATTR = 40;
     /** In {@code struct fuse_attr_out}: attr_valid, attr_valid_nsec, attr. */
@@ -142,6 +149,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
 
     /** The request buffer of the pool thread running the current callback; unset on other threads. */
     private static final ThreadLocal<Pointer> REQUEST = new ThreadLocal<>();
+    /**
+     * The kernel's node id of the current request's file (the header's, or a LINK's old node),
+     * before {@link #toLibfuseNodes} gave libfuse its own id; on pool threads only.
+     */
+    private static final ThreadLocal<long[]> KERNEL_NODE = ThreadLocal.withInitial(() -> new long[1]);
+    /** One kernel node per file version behind a name; null until the send hook is in place (it rewrites replies). */
+    private volatile NodeVersions versions;
     private volatile LibFuseSession session;
     private volatile Pointer channel;
     private final AtomicBoolean invalFailureLogged = new AtomicBoolean();
@@ -149,6 +163,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private final CompletableFuture<Void> sessionEnded = new CompletableFuture<>();
     /** Keeps the channel's send closure alive (see {@link #hookSend}). */
     private volatile ChanSend sendHook;
+    /** writev and the /dev/fuse fd, for the error replies {@link #toLibfuseNodes} sends itself. */
+    private volatile LibC replyLibc;
+    private volatile int replyFd = -1;
 
     private final int threads;
 
@@ -242,6 +259,17 @@ public abstract class PooledFuseFS extends FuseStubFS {
         return servingOpcode() == FUSE_GETATTR;
     }
 
+    /**
+     * The inode the kernel's node of the current request shows ({@link NodeVersions}): the
+     * file this kernel inode was made for, which is not the file the name holds now when another
+     * client replaced it. -1 when not known (not a regular file, not a pool thread, or no send
+     * hook), and then the request's path is all there is.
+     */
+    protected final long requestNodeShows() {
+        NodeVersions v = versions;
+        return v == null || REQUEST.get() == null ? -1 : v.inoOf(KERNEL_NODE.get()[0]);
+    }
+
     /** Whether the current callback serves a FUSE_RELEASE request (libfuse2 removes a hidden name in it). */
     protected static boolean servingRelease() {
         return servingOpcode() == FUSE_RELEASE;
@@ -276,8 +304,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         long nodeid;
         switch (req.getInt(IN_HEADER_OPCODE)) {
-            case FUSE_OPEN, FUSE_FLUSH, FUSE_FSYNC -> nodeid = req.getLong(IN_HEADER_NODEID);
-            case FUSE_LINK -> nodeid = req.getLong(IN_HEADER_BYTES); // struct fuse_link_in { oldnodeid }
+            // the kernel's id ({@link #toLibfuseNodes} gave libfuse its own in the request); for
+            // a LINK, that of its old node (struct fuse_link_in { oldnodeid })
+            case FUSE_OPEN, FUSE_FLUSH, FUSE_FSYNC, FUSE_LINK -> nodeid = KERNEL_NODE.get()[0];
             default -> {
                 return false;
             }
@@ -342,10 +371,14 @@ public abstract class PooledFuseFS extends FuseStubFS {
             }
             LibC libc = LibraryLoader.create(LibC.class).failImmediately().load("c");
             Runtime rt = Runtime.getSystemRuntime();
-            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count, pages);
+            NodeVersions v = new NodeVersions();
+            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count, pages, v);
             Pointer closure = rt.getClosureManager().getClosurePointer(ChanSend.class, hook);
             sendHook = hook; // the closure lives as long as this reference
             ch.putPointer(CHAN_OP_SEND, closure);
+            replyLibc = libc;
+            replyFd = fd;
+            versions = v;
         } catch (Throwable t) {
             LOG.warn("could not hook libfuse's channel ({}): files with several names may show attributes up to "
                     + "attr_timeout old through their other names, and reads come in 128 KiB requests", t.toString());
@@ -353,10 +386,10 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
-     * The channel's send hook: {@link #limitAttributeCaching}, for INIT {@link #extendInitReply},
-     * then {@code writev}; 0 or -errno.
+     * The channel's send hook: {@link #staleNotGone}, {@link #limitAttributeCaching},
+     * {@link #showFileVersions}, for INIT {@link #extendInitReply}, then {@code writev}; 0 or -errno.
      */
-    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages) {
+    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages, NodeVersions versions) {
         if (iov == null) {
             return 0;
         }
@@ -366,6 +399,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         if (req != null && count >= 2) {
             limitAttributeCaching(req, iov);
+            showFileVersions(versions, req, iov);
             if (req.getInt(IN_HEADER_OPCODE) == FUSE_INIT && count == 2) {
                 Pointer longer = extendInitReply(rt, req, iov, pages, !Boolean.getBoolean("granary.fuse.serialDirops"));
                 if (longer != null) {
@@ -381,6 +415,34 @@ public abstract class PooledFuseFS extends FuseStubFS {
             return -err;
         }
         return 0;
+    }
+
+    /**
+     * In a reply handing the kernel a regular file (LOOKUP, MKNOD, LINK, CREATE: {@code struct
+     * fuse_entry_out}), replaces libfuse's node id by the one {@link NodeVersions#onEntry} gives
+     * for the file's inode (its {@code st_ino}: the mount uses {@code use_ino}), so that a name
+     * another client gave to another file gets a new kernel inode.
+     */
+    static void showFileVersions(NodeVersions versions, Pointer req, Pointer iov) {
+        switch (req.getInt(IN_HEADER_OPCODE)) {
+            case FUSE_LOOKUP, FUSE_MKNOD, FUSE_LINK, FUSE_CREATE -> { }
+            default -> {
+                return;
+            }
+        }
+        Pointer out = iov.getPointer(0);
+        Pointer arg = iov.getPointer(16); // iov[1].iov_base
+        if (out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
+                || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
+                || iov.getLong(24) < ENTRY_ATTR + ATTR_MIN_BYTES
+                || (arg.getInt(ENTRY_ATTR + ATTR_MODE) & S_IFMT) != S_IFREG) {
+            return;
+        }
+        long node = arg.getLong(ENTRY_NODEID);
+        long shown = versions.onEntry(node, arg.getLong(ENTRY_ATTR + ATTR_INO));
+        if (shown != node) {
+            arg.putLong(ENTRY_NODEID, shown);
+        }
     }
 
     /**
@@ -510,7 +572,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         hookSend(lib, se, ch, pages);
         List<Thread> workers = new ArrayList<>();
         for (int i = 0; i < threads; i++) {
-            Thread w = new Thread(() -> work(lib, se, ch, bufsize), "fuse-" + i);
+            Thread w = new Thread(() -> work(lib, se, ch, bufsize, this), "fuse-" + i);
             w.setDaemon(true);
             workers.add(w);
             w.start();
@@ -535,7 +597,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /** One worker: receive a request, process it (the callbacks run here), until the session ends. */
-    private static void work(LibFuseSession lib, Pointer se, Pointer ch, long bufsize) {
+    private static void work(LibFuseSession lib, Pointer se, Pointer ch, long bufsize, PooledFuseFS fs) {
         Runtime rt = Runtime.getSystemRuntime();
         Pointer mem = Memory.allocateDirect(rt, (int) bufsize, false);
         Pointer buf = Memory.allocateDirect(rt, FUSE_BUF_BYTES, true);
@@ -558,7 +620,90 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 }
                 break;
             }
-            lib.fuse_session_process_buf(se, buf, chp.getPointer(0));
+            if (fs.toLibfuseNodes(mem)) {
+                lib.fuse_session_process_buf(se, buf, chp.getPointer(0));
+            }
         }
+    }
+
+    /**
+     * Before libfuse reads the request in {@code req}: remembers the kernel's node id of its file
+     * ({@link #KERNEL_NODE}) and replaces the node ids the kernel sent by libfuse's
+     * ({@link NodeVersions}): the header's, a LINK's old node, and each node a FORGET or
+     * BATCH_FORGET drops (whose lookups are counted off). Returns false when the request must not
+     * reach libfuse: a node id nobody knows (answered ESTALE here; libfuse2 would abort the
+     * process on it), or a FORGET of nothing libfuse holds.
+     */
+    private boolean toLibfuseNodes(Pointer req) {
+        NodeVersions v = versions;
+        long node = req.getLong(IN_HEADER_NODEID);
+        int opcode = req.getInt(IN_HEADER_OPCODE);
+        KERNEL_NODE.get()[0] = opcode == FUSE_LINK ? req.getLong(IN_HEADER_BYTES) : node;
+        if (v == null) {
+            return true;
+        }
+        switch (opcode) {
+            case FUSE_FORGET -> {
+                long to = v.forget(node, req.getLong(IN_HEADER_BYTES)); // struct fuse_forget_in { nlookup }
+                if (to < 0) {
+                    return false;
+                }
+                req.putLong(IN_HEADER_NODEID, to);
+                return true;
+            }
+            case FUSE_BATCH_FORGET -> {
+                // struct fuse_batch_forget_in { count, dummy }, then count x fuse_forget_one { nodeid, nlookup }
+                int count = req.getInt(IN_HEADER_BYTES);
+                int kept = 0;
+                for (int i = 0; i < count; i++) {
+                    long at = IN_HEADER_BYTES + 8 + 16L * i;
+                    long lookups = req.getLong(at + 8);
+                    long to = v.forget(req.getLong(at), lookups);
+                    if (to >= 0) {
+                        long dst = IN_HEADER_BYTES + 8 + 16L * kept++;
+                        req.putLong(dst, to);
+                        req.putLong(dst + 8, lookups);
+                    }
+                }
+                req.putInt(IN_HEADER_BYTES, kept);
+                return kept > 0;
+            }
+            case FUSE_LINK -> {
+                long old = req.getLong(IN_HEADER_BYTES);
+                long to = v.toLibfuse(old);
+                if (to < 0) {
+                    return replyError(req, ESTALE);
+                }
+                req.putLong(IN_HEADER_BYTES, to);
+            }
+            default -> { }
+        }
+        long to = v.toLibfuse(node);
+        if (to < 0) {
+            return replyError(req, ESTALE);
+        }
+        if (to != node) {
+            req.putLong(IN_HEADER_NODEID, to);
+        }
+        return true;
+    }
+
+    /** Answers the request in {@code req} with -{@code errno} on the channel; returns false (not for libfuse). */
+    private boolean replyError(Pointer req, int errno) {
+        LOG.warn("kernel request {} on unknown node {}: answered errno {}", req.getInt(IN_HEADER_OPCODE),
+                req.getLong(IN_HEADER_NODEID), errno);
+        Runtime rt = Runtime.getSystemRuntime();
+        Pointer mem = Memory.allocateDirect(rt, OUT_HEADER_BYTES + 16, true);
+        mem.putInt(0, OUT_HEADER_BYTES); // len
+        mem.putInt(OUT_HEADER_ERROR, -errno);
+        mem.putLong(OUT_HEADER_UNIQUE, req.getLong(IN_HEADER_UNIQUE));
+        Pointer vec = mem.slice(OUT_HEADER_BYTES, 16);
+        vec.putPointer(0, mem);
+        vec.putLong(8, OUT_HEADER_BYTES);
+        LibC libc = replyLibc;
+        if (libc != null) {
+            libc.writev(replyFd, vec, 1);
+        }
+        return false;
     }
 }

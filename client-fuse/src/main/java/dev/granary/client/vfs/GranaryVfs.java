@@ -447,6 +447,31 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
+     * Attributes of inode {@code ino} when some handle of it is open on this client (what
+     * {@code fstat} of such a handle answers), else null: the file behind a descriptor whose
+     * name another client has since given to another file. When the MDS no longer has the inode
+     * (its last name went with that replace), the attributes one of its handles had at open,
+     * with this client's writes: its data stays readable through the handles.
+     */
+    public Attr getattrIfOpen(Caller c, long ino) {
+        Set<OpenFile> open = filesByIno.get(ino);
+        if (open == null) {
+            return null;
+        }
+        try {
+            return withLocalWrites(attrOf(c, ino));
+        } catch (FsException e) {
+            if (e.status() != Status.ENOENT) {
+                throw e;
+            }
+            for (OpenFile f : open) {
+                return withLocalWrites(f.openedAttr());
+            }
+            return null;
+        }
+    }
+
+    /**
      * The attributes of handle {@code fh}'s file as its open fetched them from the MDS, with this
      * client's uncommitted writes: what a getattr answers right after that open. EBADF.
      */
