@@ -477,6 +477,59 @@ class TwoClientsFuseTest {
     }
 
     /**
+     * After A replaced a file B holds open: B's read loop to EOF (which asks the kernel for fresh
+     * attributes once they are older than attr_timeout) reads the whole old file, fstat gives its
+     * size, and fchmod/futimens through that descriptor fail with ESTALE instead of changing A's
+     * new file. Before: the read past the cached end of file failed with ESTALE (the MDS no longer
+     * had the inode), and fchmod/futimens went by path to the new file (libfuse2 serves them by
+     * path) and changed it. The same fstat works after A removed the file's last name.
+     */
+    @Test
+    void callsThroughADescriptorOfAReplacedFileStayWithThatFile() throws Exception {
+        String dir = smallStripeDir("replaced-fd");
+        Path script = tmp.resolve("replaced-fd.py");
+        Files.writeString(script, """
+                import os, sys, time, errno
+                a, b = sys.argv[1], sys.argv[2]
+                def replace(d, data, mode):
+                    with open(os.path.join(a, d + ".t"), "wb") as f: f.write(data)
+                    os.chmod(os.path.join(a, d + ".t"), mode)
+                    os.rename(os.path.join(a, d + ".t"), os.path.join(a, d))
+                def err(f, *args):
+                    try: f(*args); return "ok"
+                    except OSError as e: return errno.errorcode[e.errno]
+                replace("f", b"old!" * 5000, 0o644)
+                time.sleep(1.2)
+                fd = os.open(os.path.join(b, "f"), os.O_RDONLY); os.pread(fd, 10, 0)
+                replace("f", b"NEW!" * 10, 0o640)
+                time.sleep(1.5)
+                out = b""
+                while True:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk: break
+                    out += chunk
+                print("read", len(out), out == b"old!" * 5000)
+                print("fstat", os.fstat(fd).st_size)
+                print("fchmod", err(os.fchmod, fd, 0o777), "futimens", err(os.utime, fd, (7, 7)))
+                st = os.stat(os.path.join(a, "f"))
+                print("new file", oct(st.st_mode & 0o777), int(st.st_mtime) != 7, open(os.path.join(a, "f"), "rb").read() == b"NEW!" * 10)
+                os.close(fd)
+                fd = os.open(os.path.join(b, "f"), os.O_RDONLY); os.pread(fd, 10, 0)
+                os.unlink(os.path.join(a, "f"))
+                time.sleep(1.5)
+                print("after unlink: fstat", os.fstat(fd).st_size, "pread", len(os.pread(fd, 100, 0)))
+                os.close(fd)
+                """);
+        String out = Shell.ok(tmp, PY + " " + script + " " + mntA.resolve(dir) + " " + mntB.resolve(dir)).trim();
+        assertEquals(String.join("\n",
+                "read 20000 True",
+                "fstat 20000",
+                "fchmod ESTALE futimens ESTALE",
+                "new file 0o640 True True",
+                "after unlink: fstat 40 pread 40"), out);
+    }
+
+    /**
      * A keeps replacing one name by rename with files of other sizes while two threads on B open,
      * fstat and read it: every read gets one whole version (its length and bytes as written, and
      * fstat its size), never a mix. An open that races with a replace may fail with ESTALE (the

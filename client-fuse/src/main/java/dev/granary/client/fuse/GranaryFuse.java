@@ -166,8 +166,19 @@ public class GranaryFuse extends PooledFuseFS {
     public int getattr(String nativePath, FileStat stat) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("getattr", path, c -> {
-            Attr a = vfs.getattr(c, path);
-            long shown = requestNodeShows();
+            long shown = servingGetattr() ? requestNodeShows() : -1; // not libfuse's own getattr in a LINK, SETATTR...
+            Attr a;
+            try {
+                a = vfs.getattr(c, path);
+            } catch (FsException e) {
+                Attr held = e.status() == Status.ENOENT && shown >= 0 ? vfs.getattrIfOpen(c, shown) : null;
+                if (held == null) {
+                    throw e;
+                }
+                // fstat of a descriptor whose file lost its name on another client: that file
+                replyAttr(stat, held);
+                return 0;
+            }
             if (shown >= 0 && shown != a.getIno()) {
                 // The kernel asks about its inode of the file this name held before another
                 // client replaced it (NodeVersions): fstat of a descriptor open on that file, or a
@@ -181,6 +192,18 @@ public class GranaryFuse extends PooledFuseFS {
             replyAttr(stat, a);
             return 0;
         });
+    }
+
+    /**
+     * Whether the kernel's node of the current request stands for another file than the one
+     * {@code path} names now (another client replaced it: {@link NodeVersions}). A change asked
+     * through that node (fchmod, futimens, fchown, fsetxattr of a descriptor of the old file, or
+     * a path walk through a cached entry) must not reach the new file: the caller answers ESTALE,
+     * on which Linux walks a path again (a descriptor's call fails, as on NFS).
+     */
+    private boolean nodeIsAnotherFile(Caller c, String path) {
+        long shown = requestNodeShows();
+        return shown >= 0 && vfs.lookup(c, path).getIno() != shown;
     }
 
     @Override
@@ -208,6 +231,9 @@ public class GranaryFuse extends PooledFuseFS {
     public int chmod(String nativePath, @mode_t long mode) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("chmod", path, c -> {
+            if (nodeIsAnotherFile(c, path)) {
+                return -ErrorCodes.ESTALE();
+            }
             vfs.chmod(c, path, (int) mode);
             return 0;
         });
@@ -217,6 +243,9 @@ public class GranaryFuse extends PooledFuseFS {
     public int chown(String nativePath, @uid_t long uid, @gid_t long gid) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("chown", path, c -> {
+            if (nodeIsAnotherFile(c, path)) {
+                return -ErrorCodes.ESTALE();
+            }
             vfs.chown(c, path, uid, gid);
             return 0;
         });
@@ -226,6 +255,9 @@ public class GranaryFuse extends PooledFuseFS {
     public int truncate(String nativePath, @off_t long size) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("truncate", path, c -> {
+            if (nodeIsAnotherFile(c, path)) {
+                return -ErrorCodes.ESTALE();
+            }
             vfs.truncate(c, path, size);
             return 0;
         });
@@ -244,6 +276,9 @@ public class GranaryFuse extends PooledFuseFS {
     public int utimens(String nativePath, Timespec[] timespec) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("utimens", path, c -> {
+            if (nodeIsAnotherFile(c, path)) {
+                return -ErrorCodes.ESTALE();
+            }
             long atime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[0]);
             long mtime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[1]);
             vfs.utimens(c, path, atime, mtime);
@@ -407,7 +442,20 @@ public class GranaryFuse extends PooledFuseFS {
         String oldpath = Names.fromNative(nativeOldpath, LATIN1);
         String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("link", newpath, c -> {
-            vfs.link(c, oldpath, newpath);
+            if (nodeIsAnotherFile(c, oldpath)) {
+                return -ErrorCodes.ESTALE(); // the kernel's old node is a file another client replaced
+            }
+            try {
+                vfs.link(c, oldpath, newpath);
+            } catch (FsException e) {
+                if (e.status() == Status.ENOENT) {
+                    // the kernel found the old name, which this client had cached for a file
+                    // another client has since removed: ESTALE, and linkat(2) walks again
+                    vfs.forgetName(oldpath);
+                    return -ErrorCodes.ESTALE();
+                }
+                throw e;
+            }
             invalidateKernelAttributesOfRequestFile(); // the old name's st_nlink changed
             return 0;
         });
@@ -617,6 +665,9 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         String name = Names.fromNative(nativeName, LATIN1);
         return call("setxattr", path, c -> {
+            if (nodeIsAnotherFile(c, path)) {
+                return -ErrorCodes.ESTALE();
+            }
             byte[] v = new byte[(int) size];
             value.get(0, v, 0, v.length);
             vfs.setxattr(c, path, name, v, flags);
@@ -672,6 +723,9 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         String name = Names.fromNative(nativeName, LATIN1);
         return call("removexattr", path, c -> {
+            if (nodeIsAnotherFile(c, path)) {
+                return -ErrorCodes.ESTALE();
+            }
             vfs.removexattr(c, path, name);
             return 0;
         });

@@ -440,10 +440,23 @@ public final class GranaryVfs implements AutoCloseable {
         return withLocalWrites(lookup(c, path));
     }
 
-    /** Attributes of the file behind handle {@code fh} (fgetattr); EBADF for an unknown handle. */
+    /**
+     * Attributes of the file behind handle {@code fh} (fgetattr); EBADF for an unknown handle.
+     * When the MDS no longer has the inode (another client removed its last name, or replaced it
+     * by rename), the attributes the open had, with this client's writes: the descriptor keeps
+     * working to its end of file, where a read past the size the kernel has cached asks for them
+     * (before, that read failed with ESTALE).
+     */
     public Attr fgetattr(Caller c, long fh) {
         OpenFile f = file(fh);
-        return withLocalWrites(attrOf(c, f.ino()));
+        try {
+            return withLocalWrites(attrOf(c, f.ino()));
+        } catch (FsException e) {
+            if (e.status() != Status.ENOENT) {
+                throw e;
+            }
+            return withLocalWrites(f.openedAttr());
+        }
     }
 
     /**
