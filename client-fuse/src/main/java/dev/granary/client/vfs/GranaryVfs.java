@@ -448,7 +448,23 @@ public final class GranaryVfs implements AutoCloseable {
      * (before, that read failed with ESTALE).
      */
     public Attr fgetattr(Caller c, long fh) {
-        OpenFile f = file(fh);
+        return attrOfOpen(c, file(fh));
+    }
+
+    /**
+     * Attributes of inode {@code ino} when some handle of it is open on this client (what
+     * {@code fstat} of such a handle answers, as {@link #fgetattr}), else null: the file behind a
+     * descriptor whose name another client has since removed or given to another file.
+     */
+    public Attr getattrIfOpen(Caller c, long ino) {
+        for (OpenFile f : filesByIno.getOrDefault(ino, Set.of())) {
+            return attrOfOpen(c, f);
+        }
+        return null;
+    }
+
+    /** The attributes of open file {@code f}'s inode with this client's writes; those of its open when the MDS no longer has it. */
+    private Attr attrOfOpen(Caller c, OpenFile f) {
         try {
             return withLocalWrites(attrOf(c, f.ino()));
         } catch (FsException e) {
@@ -456,31 +472,6 @@ public final class GranaryVfs implements AutoCloseable {
                 throw e;
             }
             return withLocalWrites(f.openedAttr());
-        }
-    }
-
-    /**
-     * Attributes of inode {@code ino} when some handle of it is open on this client (what
-     * {@code fstat} of such a handle answers), else null: the file behind a descriptor whose
-     * name another client has since given to another file. When the MDS no longer has the inode
-     * (its last name went with that replace), the attributes one of its handles had at open,
-     * with this client's writes: its data stays readable through the handles.
-     */
-    public Attr getattrIfOpen(Caller c, long ino) {
-        Set<OpenFile> open = filesByIno.get(ino);
-        if (open == null) {
-            return null;
-        }
-        try {
-            return withLocalWrites(attrOf(c, ino));
-        } catch (FsException e) {
-            if (e.status() != Status.ENOENT) {
-                throw e;
-            }
-            for (OpenFile f : open) {
-                return withLocalWrites(f.openedAttr());
-            }
-            return null;
         }
     }
 
