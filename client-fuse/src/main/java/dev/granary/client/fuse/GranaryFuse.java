@@ -206,6 +206,15 @@ public class GranaryFuse extends PooledFuseFS {
         return shown >= 0 && vfs.lookup(c, path).getIno() != shown;
     }
 
+    /**
+     * {@link #call} for a change libfuse2 serves by path though the kernel asks it of a node
+     * (chmod, chown, truncate, utimens, setxattr, removexattr; for a descriptor's fchmod,
+     * futimens... too): ESTALE without applying it when {@link #nodeIsAnotherFile}.
+     */
+    private int callOnNode(String op, String path, Op body) {
+        return call(op, path, c -> nodeIsAnotherFile(c, path) ? -ErrorCodes.ESTALE() : body.run(c));
+    }
+
     @Override
     public int fgetattr(String nativePath, FileStat stat, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
@@ -230,10 +239,7 @@ public class GranaryFuse extends PooledFuseFS {
     @Override
     public int chmod(String nativePath, @mode_t long mode) {
         String path = Names.fromNative(nativePath, LATIN1);
-        return call("chmod", path, c -> {
-            if (nodeIsAnotherFile(c, path)) {
-                return -ErrorCodes.ESTALE();
-            }
+        return callOnNode("chmod", path, c -> {
             vfs.chmod(c, path, (int) mode);
             return 0;
         });
@@ -242,10 +248,7 @@ public class GranaryFuse extends PooledFuseFS {
     @Override
     public int chown(String nativePath, @uid_t long uid, @gid_t long gid) {
         String path = Names.fromNative(nativePath, LATIN1);
-        return call("chown", path, c -> {
-            if (nodeIsAnotherFile(c, path)) {
-                return -ErrorCodes.ESTALE();
-            }
+        return callOnNode("chown", path, c -> {
             vfs.chown(c, path, uid, gid);
             return 0;
         });
@@ -254,10 +257,7 @@ public class GranaryFuse extends PooledFuseFS {
     @Override
     public int truncate(String nativePath, @off_t long size) {
         String path = Names.fromNative(nativePath, LATIN1);
-        return call("truncate", path, c -> {
-            if (nodeIsAnotherFile(c, path)) {
-                return -ErrorCodes.ESTALE();
-            }
+        return callOnNode("truncate", path, c -> {
             vfs.truncate(c, path, size);
             return 0;
         });
@@ -275,10 +275,7 @@ public class GranaryFuse extends PooledFuseFS {
     @Override
     public int utimens(String nativePath, Timespec[] timespec) {
         String path = Names.fromNative(nativePath, LATIN1);
-        return call("utimens", path, c -> {
-            if (nodeIsAnotherFile(c, path)) {
-                return -ErrorCodes.ESTALE();
-            }
+        return callOnNode("utimens", path, c -> {
             long atime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[0]);
             long mtime = timespec == null ? GranaryVfs.TIME_NOW : timeNs(timespec[1]);
             vfs.utimens(c, path, atime, mtime);
@@ -664,10 +661,7 @@ public class GranaryFuse extends PooledFuseFS {
     public int setxattr(String nativePath, String nativeName, Pointer value, @size_t long size, int flags) {
         String path = Names.fromNative(nativePath, LATIN1);
         String name = Names.fromNative(nativeName, LATIN1);
-        return call("setxattr", path, c -> {
-            if (nodeIsAnotherFile(c, path)) {
-                return -ErrorCodes.ESTALE();
-            }
+        return callOnNode("setxattr", path, c -> {
             byte[] v = new byte[(int) size];
             value.get(0, v, 0, v.length);
             vfs.setxattr(c, path, name, v, flags);
@@ -722,10 +716,7 @@ public class GranaryFuse extends PooledFuseFS {
     public int removexattr(String nativePath, String nativeName) {
         String path = Names.fromNative(nativePath, LATIN1);
         String name = Names.fromNative(nativeName, LATIN1);
-        return call("removexattr", path, c -> {
-            if (nodeIsAnotherFile(c, path)) {
-                return -ErrorCodes.ESTALE();
-            }
+        return callOnNode("removexattr", path, c -> {
             vfs.removexattr(c, path, name);
             return 0;
         });

@@ -430,12 +430,8 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 return;
             }
         }
-        Pointer out = iov.getPointer(0);
-        Pointer arg = iov.getPointer(16); // iov[1].iov_base
-        if (out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
-                || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
-                || iov.getLong(24) < ENTRY_ATTR + ATTR_MIN_BYTES
-                || (arg.getInt(ENTRY_ATTR + ATTR_MODE) & S_IFMT) != S_IFREG) {
+        Pointer arg = attributesReply(req, iov, ENTRY_ATTR);
+        if (arg == null || (arg.getInt(ENTRY_ATTR + ATTR_MODE) & S_IFMT) != S_IFREG) {
             return;
         }
         long node = arg.getLong(ENTRY_NODEID);
@@ -443,6 +439,22 @@ public abstract class PooledFuseFS extends FuseStubFS {
         if (shown != node) {
             arg.putLong(ENTRY_NODEID, shown);
         }
+    }
+
+    /**
+     * The argument of the reply in {@code iov} (header, argument) to {@code req} when it is a
+     * success holding a {@code struct fuse_attr} at offset {@code attr}; null for an error, a
+     * notification, or a reply too short to hold attributes.
+     */
+    private static Pointer attributesReply(Pointer req, Pointer iov, int attr) {
+        Pointer out = iov.getPointer(0);
+        Pointer arg = iov.getPointer(16); // iov[1].iov_base; struct iovec is {base, len}
+        if (out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
+                || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
+                || iov.getLong(24) < attr + ATTR_MIN_BYTES) {
+            return null;
+        }
+        return arg;
     }
 
     /**
@@ -470,12 +482,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 return;
             }
         }
-        Pointer out = iov.getPointer(0);
-        Pointer arg = iov.getPointer(16); // iov[1].iov_base; struct iovec is {base, len}
-        if (out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
-                || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
-                || iov.getLong(24) < attr + ATTR_MIN_BYTES) {
-            return; // an error, a notification, or a reply too short to hold attributes
+        Pointer arg = attributesReply(req, iov, attr);
+        if (arg == null) {
+            return;
         }
         int mode = arg.getInt(attr + ATTR_MODE);
         int nlink = arg.getInt(attr + ATTR_NLINK);
