@@ -530,6 +530,71 @@ class TwoClientsFuseTest {
     }
 
     /**
+     * A removes a file B holds open and makes a directory, then a symbolic link, under its name:
+     * B's descriptor still reads the whole old file and fstat gives its size, while the name shows
+     * B the new directory or link; a directory A replaces by a file shows B the file. Before:
+     * libfuse2 answered B's lookup of the name with the node it kept for the name, now of another
+     * type, so B's kernel marked its inode bad and the descriptor's reads and fstat failed with EIO.
+     * A directory A replaces under B's working directory and an open descriptor of it answers
+     * ESTALE, as NFS does (it was followed by path: a file created there landed in the new one).
+     */
+    @Test
+    void aDescriptorOfAFileAnotherClientReplacedByADirectoryOrALinkKeepsReadingThatFile() throws Exception {
+        String dir = smallStripeDir("replaced-type");
+        Path script = tmp.resolve("replaced-type.py");
+        Files.writeString(script, """
+                import os, sys, time, errno
+                a, b = sys.argv[1], sys.argv[2]
+                def err(f, *args):
+                    try: return f(*args)
+                    except OSError as e: return errno.errorcode[e.errno]
+                def read_all(fd):
+                    out = b""
+                    while True:
+                        chunk = os.read(fd, 1 << 20)
+                        if not chunk: return out
+                        out += chunk
+                for name, replace in (("d", lambda p: os.mkdir(p)), ("l", lambda p: os.symlink("target", p))):
+                    with open(os.path.join(a, name), "wb") as f: f.write(b"old!" * 5000)
+                    time.sleep(1.2)
+                    fd = os.open(os.path.join(b, name), os.O_RDONLY); os.pread(fd, 10, 0)
+                    os.unlink(os.path.join(a, name)); replace(os.path.join(a, name))
+                    time.sleep(1.5)
+                    new = "dir" if os.path.isdir(os.path.join(b, name)) else "link " + err(os.readlink, os.path.join(b, name))
+                    out = err(read_all, fd)
+                    print(name, "read", len(out), out == b"old!" * 5000, "fstat", err(lambda: os.fstat(fd).st_size),
+                          "name:", new, "close", err(os.close, fd))
+                os.mkdir(os.path.join(a, "f"))
+                print("listed", os.listdir(os.path.join(b, "f")))
+                os.rmdir(os.path.join(a, "f"))
+                with open(os.path.join(a, "f"), "wb") as f: f.write(b"file")
+                time.sleep(1.5)
+                print("dir replaced by a file:", err(lambda: open(os.path.join(b, "f"), "rb").read()))
+                os.mkdir(os.path.join(a, "dr")); open(os.path.join(a, "dr", "x"), "w").close()
+                time.sleep(1.2)
+                dfd = os.open(os.path.join(b, "dr"), os.O_RDONLY); os.chdir(os.path.join(b, "dr"))
+                print("cwd", os.listdir("."))
+                os.unlink(os.path.join(a, "dr", "x")); os.rmdir(os.path.join(a, "dr"))
+                os.mkdir(os.path.join(a, "dr")); open(os.path.join(a, "dr", "y"), "w").close()
+                time.sleep(1.5)
+                print("replaced cwd: stat", err(lambda: os.stat(".").st_size), "fstat", err(lambda: os.fstat(dfd).st_size),
+                      "list", err(os.listdir, "."), err(os.listdir, dfd),
+                      "create", err(lambda: os.open("z", os.O_WRONLY | os.O_CREAT, 0o644)))
+                os.chdir("/"); os.close(dfd)
+                print("new dir on A", sorted(os.listdir(os.path.join(a, "dr"))), "on B", sorted(os.listdir(os.path.join(b, "dr"))))
+                """);
+        String out = Shell.ok(tmp, PY + " " + script + " " + mntA.resolve(dir) + " " + mntB.resolve(dir)).trim();
+        assertEquals(String.join("\n",
+                "d read 20000 True fstat 20000 name: dir close None",
+                "l read 20000 True fstat 20000 name: link target close None",
+                "listed []",
+                "dir replaced by a file: b'file'",
+                "cwd ['x']",
+                "replaced cwd: stat ESTALE fstat ESTALE list ESTALE ESTALE create ESTALE",
+                "new dir on A ['y'] on B ['y']"), out);
+    }
+
+    /**
      * A keeps replacing one name by rename with files of other sizes while two threads on B open,
      * fstat and read it: every read gets one whole version (its length and bytes as written, and
      * fstat its size), never a mix. An open that races with a replace may fail with ESTALE (the

@@ -14,11 +14,13 @@ import java.util.Map;
  * 11 short reads and 9 wrong sizes in 10,543 reads while another client replaced the file 419
  * times).
  *
- * <p>Here each reply that hands the kernel a regular file (LOOKUP, CREATE, MKNOD, LINK) goes
- * through {@link #onEntry}: while the libfuse node holds the inode it held before, the kernel
- * gets the node id it already has; when it holds another inode, the kernel gets a new node id
- * (a <em>virtual</em> one, from {@link #FIRST_VIRTUAL} up), so it makes a new inode and keeps
- * the old one, with its size and pages, for the descriptors still open on the old file. Requests
+ * <p>Here each reply that hands the kernel a regular file, a directory or a symbolic link
+ * (LOOKUP, CREATE, MKNOD, LINK) goes through {@link #onEntry}: while the libfuse node holds the
+ * inode it held before, the kernel gets the node id it already has; when it holds another inode
+ * (of the same type or not: Linux marks an inode whose node id comes back with another type bad,
+ * and every descriptor on it fails with EIO), the kernel gets a new node id (a <em>virtual</em>
+ * one, from {@link #FIRST_VIRTUAL} up), so it makes a new inode and keeps the old one, with its
+ * size and pages, for the descriptors still open on the old file. Requests
  * the kernel sends on a virtual node go to libfuse under the libfuse node's id
  * ({@link #toLibfuse}); FORGETs are counted ({@link #forget}) so that an entry lives exactly as
  * long as the kernel holds the node (each entry reply is one lookup; the kernel forgets them,
@@ -47,7 +49,7 @@ final class NodeVersions {
         }
     }
 
-    /** Kernel node id -> what it stands for; only regular files are tracked. */
+    /** Kernel node id -> what it stands for; regular files, directories and symbolic links are tracked. */
     private final Map<Long, Held> held = new HashMap<>();
     /** libfuse node id -> the kernel node id showing the file it holds now. */
     private final Map<Long, Long> current = new HashMap<>();
@@ -55,7 +57,7 @@ final class NodeVersions {
 
     /**
      * Records an entry reply handing the kernel libfuse's node {@code libfuseNode} holding the
-     * regular file {@code ino}, and returns the node id to send instead: {@code libfuseNode}
+     * file (regular, directory or symbolic link) {@code ino}, and returns the node id to send instead: {@code libfuseNode}
      * itself, the kernel node already showing {@code ino} for it, or a new virtual id when the
      * name now holds another file than the kernel has for it.
      */
@@ -93,7 +95,7 @@ final class NodeVersions {
         }
     }
 
-    /** The inode the kernel node shows, or -1 when it is not a tracked regular file. */
+    /** The inode the kernel node shows, or -1 when it is not a tracked node. */
     synchronized long inoOf(long kernelNode) {
         Held h = held.get(kernelNode);
         return h == null ? -1 : h.ino;
