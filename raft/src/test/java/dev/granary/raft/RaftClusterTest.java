@@ -338,7 +338,11 @@ class RaftClusterTest {
         errors.start();
         try {
             restartWithoutSnapshotKeepsEveryEntryOnce("expired", () -> root.addAppender(errors));
+            // Not counted: a follower already closing (the cluster's close at the end of the
+            // restart) refusing the leader's last heartbeat, which Ratis logs at ERROR with a
+            // ServerNotReadyException ("current state is CLOSING"); seen once in CI.
             List<String> logged = errors.list.stream().filter(e -> e.getLevel() == ch.qos.logback.classic.Level.ERROR)
+                    .filter(e -> !refusedWhileClosing(e))
                     .map(e -> e.getLoggerName() + ": " + e.getFormattedMessage()).toList();
             assertEquals(List.of(), logged, "errors logged during the restart");
         } finally {
@@ -346,6 +350,13 @@ class RaftClusterTest {
             KvStateMachine.callMemory = KvStateMachine.CALL_MEMORY;
             RaftKvServer.snapshotOnStop = true;
         }
+    }
+
+    /** Whether {@code e} is Ratis refusing a request because the peer is closing (ServerNotReadyException). */
+    private static boolean refusedWhileClosing(ch.qos.logback.classic.spi.ILoggingEvent e) {
+        ch.qos.logback.classic.spi.IThrowableProxy t = e.getThrowableProxy();
+        return t != null && t.getClassName().equals(org.apache.ratis.protocol.exceptions.ServerNotReadyException.class.getName())
+                && t.getMessage() != null && t.getMessage().contains("current state is CLOSING");
     }
 
     @Test
