@@ -92,6 +92,24 @@ class TwoClientsFuseTest {
     }
 
     /**
+     * Runs a Python script with mount A's and mount B's views of folder {@code dir} as {@code a}
+     * and {@code b}, after a preamble that imports os, sys, time, errno and defines
+     * {@code err(f, *args)}: the call's value, or the name of its errno (ESTALE...). Returns its
+     * stdout, trimmed; a non-zero exit fails the test with its output.
+     */
+    static String runOnBothMounts(String dir, String body) throws Exception {
+        Path script = Files.createTempFile(tmp, dir, ".py");
+        Files.writeString(script, """
+                import os, sys, time, errno
+                a, b = sys.argv[1], sys.argv[2]
+                def err(f, *args):
+                    try: return f(*args)
+                    except OSError as e: return errno.errorcode[e.errno]
+                """ + body);
+        return Shell.ok(tmp, PY + " " + script + " " + mntA.resolve(dir) + " " + mntB.resolve(dir)).trim();
+    }
+
+    /**
      * B reads the old version (so its kernel page cache holds it), then A changes the file and
      * closes it, then B opens it again at once (well inside attr_timeout) and must see the new
      * size and bytes: close-to-open.
@@ -486,18 +504,11 @@ class TwoClientsFuseTest {
      */
     @Test
     void callsThroughADescriptorOfAReplacedFileStayWithThatFile() throws Exception {
-        String dir = smallStripeDir("replaced-fd");
-        Path script = tmp.resolve("replaced-fd.py");
-        Files.writeString(script, """
-                import os, sys, time, errno
-                a, b = sys.argv[1], sys.argv[2]
+        String out = runOnBothMounts(smallStripeDir("replaced-fd"), """
                 def replace(d, data, mode):
                     with open(os.path.join(a, d + ".t"), "wb") as f: f.write(data)
                     os.chmod(os.path.join(a, d + ".t"), mode)
                     os.rename(os.path.join(a, d + ".t"), os.path.join(a, d))
-                def err(f, *args):
-                    try: f(*args); return "ok"
-                    except OSError as e: return errno.errorcode[e.errno]
                 replace("f", b"old!" * 5000, 0o644)
                 time.sleep(1.2)
                 fd = os.open(os.path.join(b, "f"), os.O_RDONLY); os.pread(fd, 10, 0)
@@ -520,7 +531,6 @@ class TwoClientsFuseTest {
                 print("after unlink: fstat", os.fstat(fd).st_size, "pread", len(os.pread(fd, 100, 0)))
                 os.close(fd)
                 """);
-        String out = Shell.ok(tmp, PY + " " + script + " " + mntA.resolve(dir) + " " + mntB.resolve(dir)).trim();
         assertEquals(String.join("\n",
                 "read 20000 True",
                 "fstat 20000",
@@ -540,14 +550,7 @@ class TwoClientsFuseTest {
      */
     @Test
     void aDescriptorOfAFileAnotherClientReplacedByADirectoryOrALinkKeepsReadingThatFile() throws Exception {
-        String dir = smallStripeDir("replaced-type");
-        Path script = tmp.resolve("replaced-type.py");
-        Files.writeString(script, """
-                import os, sys, time, errno
-                a, b = sys.argv[1], sys.argv[2]
-                def err(f, *args):
-                    try: return f(*args)
-                    except OSError as e: return errno.errorcode[e.errno]
+        String out = runOnBothMounts(smallStripeDir("replaced-type"), """
                 def read_all(fd):
                     out = b""
                     while True:
@@ -583,7 +586,6 @@ class TwoClientsFuseTest {
                 os.chdir("/"); os.close(dfd)
                 print("new dir on A", sorted(os.listdir(os.path.join(a, "dr"))), "on B", sorted(os.listdir(os.path.join(b, "dr"))))
                 """);
-        String out = Shell.ok(tmp, PY + " " + script + " " + mntA.resolve(dir) + " " + mntB.resolve(dir)).trim();
         assertEquals(String.join("\n",
                 "d read 20000 True fstat 20000 name: dir close None",
                 "l read 20000 True fstat 20000 name: link target close None",
