@@ -14,8 +14,8 @@ import java.util.Map;
  * 11 short reads and 9 wrong sizes in 10,543 reads while another client replaced the file 419
  * times).
  *
- * <p>Here each reply that hands the kernel a regular file, a directory or a symbolic link
- * (LOOKUP, CREATE, MKNOD, LINK) goes through {@link #onEntry}: while the libfuse node holds the
+ * <p>Here each reply that hands the kernel a node, of any file type (LOOKUP, CREATE, MKNOD,
+ * LINK), goes through {@link #onEntry}: while the libfuse node holds the
  * inode it held before, the kernel gets the node id it already has; when it holds another inode
  * (of the same type or not: Linux marks an inode whose node id comes back with another type bad,
  * and every descriptor on it fails with EIO), the kernel gets a new node id (a <em>virtual</em>
@@ -49,7 +49,7 @@ final class NodeVersions {
         }
     }
 
-    /** Kernel node id -> what it stands for; regular files, directories and symbolic links are tracked. */
+    /** Kernel node id -> what it stands for (every node an entry reply handed out, any file type). */
     private final Map<Long, Held> held = new HashMap<>();
     /** libfuse node id -> the kernel node id showing the file it holds now. */
     private final Map<Long, Long> current = new HashMap<>();
@@ -57,7 +57,7 @@ final class NodeVersions {
 
     /**
      * Records an entry reply handing the kernel libfuse's node {@code libfuseNode} holding the
-     * file (regular, directory or symbolic link) {@code ino}, and returns the node id to send instead: {@code libfuseNode}
+     * file {@code ino} (of any type), and returns the node id to send instead: {@code libfuseNode}
      * itself, the kernel node already showing {@code ino} for it, or a new virtual id when the
      * name now holds another file than the kernel has for it.
      */

@@ -121,8 +121,6 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private static final int ATTR_INO = 0;
     /** In {@code struct fuse_entry_out}: nodeid (u64), the first field. */
     private static final int ENTRY_NODEID = 0;
-    /** File types in {@code st_mode} (sys/stat.h). */
-    private static final int S_IFREG = 0100000, S_IFLNK = 0120000;
     /** In {@code struct fuse_entry_out}: attr_valid, attr_valid_nsec, attr. */
     private static final int ENTRY_ATTR_VALID = 24, ENTRY_ATTR_VALID_NSEC = 36, ENTRY_ATTR = 40;
     /** In {@code struct fuse_attr_out}: attr_valid, attr_valid_nsec, attr. */
@@ -263,7 +261,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /**
      * The inode the kernel's node of the current request shows ({@link NodeVersions}): the
      * file this kernel inode was made for, which is not the file the name holds now when another
-     * client replaced it. -1 when not known (not a regular file, directory or symbolic link, not a pool thread, or no send
+     * client replaced it. -1 when not known (no entry reply handed it out, not a pool thread, or no send
      * hook), and then the request's path is all there is.
      */
     protected final long requestNodeShows() {
@@ -419,8 +417,8 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
-     * In a reply handing the kernel a regular file, a directory or a symbolic link (LOOKUP,
-     * MKNOD, LINK, CREATE: {@code struct fuse_entry_out}), replaces libfuse's node id by the one
+     * In a reply handing the kernel a node of any type (LOOKUP, MKNOD, LINK, CREATE:
+     * {@code struct fuse_entry_out}), replaces libfuse's node id by the one
      * {@link NodeVersions#onEntry} gives for its inode (its {@code st_ino}: the mount uses
      * {@code use_ino}), so that a name another client gave to another file, of the same type or
      * not, gets a new kernel inode (a node id reused for another type makes Linux mark its inode
@@ -435,10 +433,6 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         Pointer arg = attributesReply(req, iov, ENTRY_ATTR);
         if (arg == null) {
-            return;
-        }
-        int type = arg.getInt(ENTRY_ATTR + ATTR_MODE) & S_IFMT;
-        if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK) {
             return;
         }
         long node = arg.getLong(ENTRY_NODEID);
