@@ -304,6 +304,38 @@ class TwoClientsFuseTest {
         assertArrayEquals("again".getBytes(StandardCharsets.UTF_8), Files.readAllBytes(mntB.resolve("deferred/tree/f7")));
     }
 
+    /**
+     * {@code client.deferred_create} (the default) through real mounts: a file C opens with
+     * O_TRUNC and writes is C's alone until its close (B finds no such name; with C's attr_timeout
+     * at 30 s nothing goes out in the background meanwhile), and whole on B from the close on.
+     * Before, the open waited for the create's Raft commit and B saw an empty file at once.
+     */
+    @Test
+    void aFileCreatedWithOTruncOnOneClientIsSeenWholeOnAnotherFromItsClose() throws Exception {
+        cluster.cluster().config().client.attrTimeout = "30s";
+        Path mntC = tmp.resolve("c-deferred-create");
+        try {
+            cluster.mount(mntC);
+        } finally {
+            cluster.cluster().config().client.attrTimeout = "1s";
+        }
+        Files.createDirectories(mntC.resolve("dc"));
+        assertTrue(Files.isDirectory(mntB.resolve("dc")));
+        byte[] data = random(150_000, 3);
+        for (int round = 0; round < 3; round++) {
+            Path onC = mntC.resolve("dc/f" + round);
+            Path onB = mntB.resolve("dc/f" + round);
+            try (FileChannel ch = FileChannel.open(onC, StandardOpenOption.WRITE, StandardOpenOption.CREATE,
+                    StandardOpenOption.TRUNCATE_EXISTING)) {
+                ch.write(ByteBuffer.wrap(data));
+                assertEquals(data.length, Files.size(onC), "C sees its file and its writes at once");
+                assertTrue(!Files.exists(onB), "B sees no file C has not closed yet");
+            }
+            assertArrayEquals(data, Files.readAllBytes(onB), "whole on B after C's close");
+            assertEquals(Files.getAttribute(onC, "unix:ino"), Files.getAttribute(onB, "unix:ino"), "one inode number on both");
+        }
+    }
+
     @Test
     void unlinkAndRenameOnAAreSeenOnBWithinTheCacheTimeout() throws Exception {
         Files.createDirectory(mntA.resolve("names"));

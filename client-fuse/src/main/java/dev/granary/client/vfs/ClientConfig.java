@@ -61,7 +61,7 @@ import java.time.Duration;
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
                            int inlineMax, boolean keepCache, Duration openAfterLookup, Duration lockLease,
-                           int stataheadMax, boolean deferredUnlink) {
+                           int stataheadMax, boolean deferredUnlink, boolean deferredCreate) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -102,64 +102,69 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
     /**
      * The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages,
      * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens,
-     * statahead of up to 32768 entries, unlinks committed before they return.
+     * statahead of up to 32768 entries, unlinks committed before they return, O_TRUNC creates deferred.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true);
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another inline-data threshold (bytes; 0 disables). */
     public ClientConfig withInlineMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with keep_cache on or off. */
     public ClientConfig withKeepCache(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another open-after-lookup window (0 disables). */
     public ClientConfig withOpenAfterLookup(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another lock lease. */
     public ClientConfig withLockLease(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate);
     }
 
     /** A copy with another statahead limit (entries per directory fetch; 0 disables). */
     public ClientConfig withStataheadMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate);
+    }
+
+    /** A copy with deferred creates on or off. */
+    public ClientConfig withDeferredCreate(boolean b) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b);
     }
 
     /** A copy with deferred unlinks on or off. */
     public ClientConfig withDeferredUnlink(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate);
     }
 }

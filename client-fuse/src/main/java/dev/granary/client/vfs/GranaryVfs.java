@@ -5,6 +5,7 @@ import com.github.benmanes.caffeine.cache.Caffeine;
 import com.google.protobuf.ByteString;
 import dev.granary.mds.FsException;
 import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.client.NoEntryException;
 import dev.granary.mds.client.ReadDirPage;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
@@ -13,6 +14,7 @@ import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.LockInfo;
 import dev.granary.mds.proto.LockKind;
 import dev.granary.mds.proto.LockType;
+import dev.granary.mds.proto.MdsResponse;
 import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.StatFsReply;
 import dev.granary.mds.proto.Status;
@@ -109,6 +111,14 @@ public final class GranaryVfs implements AutoCloseable {
     private final StatAhead statAhead;
     /** Unlinks sent to the MDS in the background ({@link ClientConfig#deferredUnlink()}), or null. */
     private final DeferredUnlinks deferred;
+    /** Creates answered here and sent to the MDS later ({@link ClientConfig#deferredCreate()}), or null. */
+    private final DeferredCreates creates;
+    /**
+     * Names the MDS just answered ENOENT for, with their directory's attributes (the kernel's
+     * LOOKUP before a CREATE): a deferred create needs one, so the layout it gives the file is
+     * the directory's as of that read, not one another client's setstripe outdated in the cache.
+     */
+    private final Cache<DentryKey, Boolean> absentNames;
     /**
      * Entries this client removed or renamed lately (unlink, rmdir; both names of a rename), which
      * statahead must not cache from a page the MDS read before the change. Kept for twice the cache
@@ -187,6 +197,22 @@ public final class GranaryVfs implements AutoCloseable {
                 attrs.invalidate(u.ino());
             }
         }) : null;
+        this.absentNames = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(100_000).build();
+        this.creates = config.deferredCreate() && !config.cacheTimeout().isZero()
+                ? new DeferredCreates(mds, config.cacheTimeout(), new DeferredCreates.Listener() {
+                    @Override
+                    public void created(DeferredCreates.Pending p, Attr a) {
+                        attrs.asMap().computeIfPresent(p.ino(), (k, old) -> old == p.attr() ? a : old); // the MDS's times
+                    }
+
+                    @Override
+                    public void failed(DeferredCreates.Pending p, FsException e) {
+                        localChanges.incrementAndGet();
+                        dentries.invalidate(new DentryKey(p.parent(), p.name()));
+                        attrs.invalidate(p.ino());
+                        attrs.invalidate(p.parent());
+                    }
+                }) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
@@ -270,6 +296,7 @@ public final class GranaryVfs implements AutoCloseable {
     private Attr attrOf(Caller c, long ino) {
         Attr a = attrs.getIfPresent(ino);
         if (a == null) {
+            atMds(ino);
             a = mds.getattr(c, ino);
             attrs.put(ino, a);
         }
@@ -288,6 +315,12 @@ public final class GranaryVfs implements AutoCloseable {
         if (cached != null) {
             return cached;
         }
+        if (creates != null) {
+            Attr made = creates.pendingAttr(dir.getIno(), name);
+            if (made != null) {
+                return made; // created here, not yet at the MDS
+            }
+        }
         byte[] encoded = nameBytes(name);
         statAhead.awaitFetch(dir.getIno(), encoded);
         cached = cachedEntry(key);
@@ -298,14 +331,22 @@ public final class GranaryVfs implements AutoCloseable {
             deferred.awaitName(dir.getIno(), name); // the MDS must not show the entry a pending unlink removes
         }
         Attr a;
-        if (config.openAfterLookup().isZero()) {
-            a = mds.lookup(c, dir.getIno(), encoded);
-        } else {
-            MdsClient.FileMap m = mds.lookupWithMap(c, dir.getIno(), encoded);
-            a = m.attr();
-            if (m.extents() != null) {
-                lookupMaps.put(a.getIno(), new LookupMap(m, System.nanoTime()));
+        try {
+            if (config.openAfterLookup().isZero()) {
+                a = mds.lookup(c, dir.getIno(), encoded);
+            } else {
+                MdsClient.FileMap m = mds.lookupWithMap(c, dir.getIno(), encoded);
+                a = m.attr();
+                if (m.extents() != null) {
+                    lookupMaps.put(a.getIno(), new LookupMap(m, System.nanoTime()));
+                }
             }
+        } catch (NoEntryException e) {
+            if (creates != null && e.parent().getIno() == dir.getIno()) {
+                attrs.put(dir.getIno(), e.parent()); // fresh: a deferred create of the name takes its layout
+                absentNames.put(key, Boolean.TRUE);
+            }
+            throw e;
         }
         dentries.put(key, a.getIno());
         attrs.put(a.getIno(), a);
@@ -356,7 +397,39 @@ public final class GranaryVfs implements AutoCloseable {
         if (deferred != null) {
             deferred.awaitName(cur.getIno(), name); // a change of this name follows its pending unlink
         }
+        if (creates != null) {
+            creates.materializeName(cur.getIno(), name); // a change of this name follows its deferred create
+        }
         return new ParentName(cur, name);
+    }
+
+    /**
+     * Before a request about inode {@code ino} goes to the MDS: a deferred create of it is sent
+     * first (and waited for), so the MDS knows the inode.
+     *
+     * @throws FsException the MDS's refusal of that create
+     */
+    private void atMds(long ino) {
+        if (creates != null) {
+            creates.materialize(ino);
+        }
+    }
+
+    /**
+     * Commits a handle's extents, size and mtime (see {@link MdsClient#commitExtents}); a file whose
+     * create is still deferred here is created in the same Raft entry.
+     *
+     * @throws FsException the MDS's errno (of the create, or of the commit)
+     */
+    Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
+        if (creates != null && creates.isPending(ino)) {
+            MdsResponse r = creates.sendWith(ino, mds.commitExtentsRequest(c, ino, extents, newSize, mtimeNs, keepMtime));
+            if (r != null) {
+                return r.getAttr();
+            }
+        }
+        atMds(ino); // a create of it sent meanwhile and refused: its errno, not the commit's ENOENT
+        return mds.commitExtents(c, ino, extents, newSize, mtimeNs, keepMtime);
     }
 
     private static boolean isDir(Attr a) {
@@ -580,6 +653,7 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     private Attr setattr(Caller c, SetAttrRequest.Builder b) {
+        atMds(b.getIno());
         Attr a = mds.setattr(c, b.build());
         localChanges.incrementAndGet();
         lookupMaps.invalidate(a.getIno());
@@ -620,8 +694,14 @@ public final class GranaryVfs implements AutoCloseable {
     public void rmdir(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
-        if (deferred != null) {
-            deferred.awaitDir(child != null ? child : lookup(c, path).getIno()); // its files' pending unlinks first
+        if (deferred != null || creates != null) {
+            long dir = child != null ? child : lookup(c, path).getIno();
+            if (deferred != null) {
+                deferred.awaitDir(dir); // its files' pending unlinks first
+            }
+            if (creates != null) {
+                creates.materializeDir(dir); // and its deferred creates: the MDS must see it not empty
+            }
         }
         removed(pn, child, mds.rmdir(c, pn.parent.getIno(), nameBytes(pn.name)));
     }
@@ -665,6 +745,9 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public void fsyncdir(Caller c, String path) {
         Attr a = lookup(c, path);
+        if (creates != null) {
+            creates.materializeDir(a.getIno());
+        }
         if (deferred == null) {
             return;
         }
@@ -746,6 +829,7 @@ public final class GranaryVfs implements AutoCloseable {
     public Attr link(Caller c, String existing, String newPath) {
         Attr a = lookup(c, existing);
         ParentName pn = parentOf(c, newPath);
+        atMds(a.getIno());
         Attr na = mds.link(c, a.getIno(), pn.parent.getIno(), nameBytes(pn.name));
         entryAdded(pn, na);
         return na;
@@ -830,6 +914,13 @@ public final class GranaryVfs implements AutoCloseable {
      * @throws FsException EEXIST (O_EXCL), EISDIR, EACCES, ENOENT (parent), ENAMETOOLONG
      */
     public long create(Caller c, String path, int mode, int flags) {
+        if (creates != null && (flags & (O_EXCL | O_APPEND)) == 0 && (flags & O_TRUNC) != 0
+                && (flags & O_ACCMODE) != O_RDONLY) {
+            Long fh = createDeferred(c, path, mode, flags);
+            if (fh != null) {
+                return fh;
+            }
+        }
         ParentName pn = parentOf(c, path);
         MdsClient.Created made = mds.createFile(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), (flags & O_EXCL) != 0);
         Attr a = made.attr();
@@ -851,6 +942,32 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
+     * The create of {@link ClientConfig#deferredCreate()}: answered here when the MDS has just
+     * answered ENOENT for the name with its directory's attributes (the kernel's LOOKUP before
+     * this CREATE), the directory is writable and searchable for the caller and not setgid, and
+     * nothing is under the name here (no cached entry, no unlink of it pending); returns the
+     * handle, or null when it does not qualify (the caller then creates at the MDS).
+     */
+    private Long createDeferred(Caller c, String path, int mode, int flags) {
+        ParentName pn = parentOf(c, path);
+        Attr dir = pn.parent;
+        DentryKey key = new DentryKey(dir.getIno(), pn.name);
+        if (absentNames.asMap().remove(key) == null // no MDS read of the name (and its directory) just before
+                || dentries.getIfPresent(key) != null
+                || (dir.getMode() & 02000) != 0 // setgid directory: the MDS gives its group
+                || !permits(c, dir, W_OK | X_OK)
+                || (deferred != null && deferred.pending(dir.getIno(), pn.name))) {
+            return null;
+        }
+        Attr a = creates.create(c, dir, pn.name, mode, nowNs());
+        if (a == null) {
+            return null;
+        }
+        entryAdded(pn, a);
+        return openHandle(c, a, flags, List.of());
+    }
+
+    /**
      * open(2) of an existing regular file: checks permissions for the access mode (execute
      * permission, not read, for the open of execve(2): {@link #FMODE_EXEC}), handles O_TRUNC,
      * loads fresh attributes and the extent map (close-to-open), returns a handle.
@@ -860,6 +977,7 @@ public final class GranaryVfs implements AutoCloseable {
     public long open(Caller c, String path, int flags) {
         Attr a = lookup(c, path);
         List<Extent> extents = null;
+        atMds(a.getIno()); // a file created here whose create is deferred: the MDS gets it first
         if (isReg(a)) {
             // Fresh attributes and the extent map in one MDS read: close-to-open consistency.
             // A lookup of this file within openAfterLookup already read them for this open.
@@ -907,6 +1025,9 @@ public final class GranaryVfs implements AutoCloseable {
         if (extents == null) {
             long stripe = a.getLayout().getStripeSize();
             long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
+            if (stripes > 0) {
+                atMds(a.getIno());
+            }
             extents = stripes == 0 ? List.of() : mds.getExtents(c, a.getIno(), 0, stripes);
         }
         if (closing) {
@@ -1022,12 +1143,16 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** close(2)'s flush: uploads and commits the handle's writes; returns when committed. EIO. */
     public void flush(Caller c, long fh) {
-        file(fh).flush();
+        OpenFile f = file(fh);
+        f.flush();
+        atMds(f.ino()); // close-to-open: a file created here exists at the MDS when close returns
     }
 
     /** fsync(2)/fdatasync(2): same as flush (data in S3 and extents committed). EIO. */
     public void fsync(Caller c, long fh, boolean datasync) {
-        file(fh).flush();
+        OpenFile f = file(fh);
+        f.flush();
+        atMds(f.ino());
     }
 
     /** Releases handle {@code fh} after flushing it; the handle is gone even when the flush fails (EIO). */
@@ -1045,6 +1170,7 @@ public final class GranaryVfs implements AutoCloseable {
                 }
             }
             f.close();
+            atMds(f.ino());
         } finally {
             filesByIno.computeIfPresent(f.ino(), (k, set) -> {
                 set.remove(f);
@@ -1153,6 +1279,7 @@ public final class GranaryVfs implements AutoCloseable {
 
     private MdsClient.LockReply lockCall(Caller c, long ino, LockInfo l, boolean test) {
         ensureRenewer();
+        atMds(ino);
         MdsClient.LockReply r = mds.lock(c, ino, l, test, config.lockLease().toNanos());
         if (r.leaseExpired()) {
             LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
@@ -1221,6 +1348,9 @@ public final class GranaryVfs implements AutoCloseable {
         }
         if (deferred != null) {
             deferred.awaitDir(d.ino); // a listing shows none of the files this client removed
+        }
+        if (creates != null) {
+            creates.materializeDir(d.ino); // and every file this client created
         }
         List<Entry> out = new ArrayList<>();
         out.add(new Entry(".", d.ino, S_IFDIR));
@@ -1297,6 +1427,7 @@ public final class GranaryVfs implements AutoCloseable {
         byte[] n = xattrName(name);
         absentXattrs.invalidate(new XattrKey(a.getIno(), name));
         xattrsSetHere.put(a.getIno(), Boolean.TRUE);
+        atMds(a.getIno());
         mds.setxattr(c, a.getIno(), n, value, flags);
     }
 
@@ -1307,6 +1438,7 @@ public final class GranaryVfs implements AutoCloseable {
     public byte[] getxattr(Caller c, String path, String name) {
         Attr a = lookup(c, path);
         if (LayoutXattr.NAME.equals(name)) {
+            atMds(a.getIno());
             Attr fresh = mds.getattr(c, a.getIno());
             if (!isReg(fresh) && !isDir(fresh)) {
                 throw new FsException(Status.ENODATA, "only files and directories have a layout");
@@ -1334,6 +1466,7 @@ public final class GranaryVfs implements AutoCloseable {
             throw new FsException(Status.ENODATA, name);
         }
         try {
+            atMds(a.getIno());
             return mds.getxattr(c, a.getIno(), n);
         } catch (FsException e) {
             if (e.status() == Status.ENODATA) {
@@ -1350,6 +1483,7 @@ public final class GranaryVfs implements AutoCloseable {
         if (hasNoXattrs(a) && permits(c, a, R_OK)) {
             return out;
         }
+        atMds(a.getIno());
         for (ByteString n : mds.listxattr(c, a.getIno())) {
             out.add(Names.decode(n.toByteArray()));
         }
@@ -1374,6 +1508,7 @@ public final class GranaryVfs implements AutoCloseable {
         Attr a = lookup(c, path);
         byte[] n = xattrName(name);
         try {
+            atMds(a.getIno());
             mds.removexattr(c, a.getIno(), n);
         } finally {
             absentXattrs.invalidate(new XattrKey(a.getIno(), name));
@@ -1388,6 +1523,7 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private void setLayout(Caller c, Attr a, String value) {
         LayoutXattr.Request req = LayoutXattr.parse(value);
+        atMds(a.getIno());
         Attr fresh = mds.getattr(c, a.getIno());
         List<Integer> osts = new ArrayList<>();
         if (req.fixesFirstOst()) {
@@ -1430,6 +1566,9 @@ public final class GranaryVfs implements AutoCloseable {
             } catch (RuntimeException e) {
                 LOG.warn("flush of file handle {} at close failed: {}", fh, e.getMessage());
             }
+        }
+        if (creates != null) {
+            creates.close(); // sends the deferred creates
         }
         if (deferred != null) {
             deferred.close(); // sends the pending unlinks (waits up to 30 s)

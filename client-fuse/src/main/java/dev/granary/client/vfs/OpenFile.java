@@ -743,7 +743,7 @@ public final class OpenFile {
             }
             extents = new ArrayList<>(uploaded.values());
             extents.sort((x, y) -> Long.compare(x.getStripeIndex(), y.getStripeIndex()));
-            attr = vfs.mds().commitExtents(opener, ino, extents, commitSize,
+            attr = vfs.commitExtents(opener, ino, extents, commitSize,
                     lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
             committed.putAll(uploaded);
             uploaded.clear();

@@ -50,18 +50,30 @@ public final class MdsClient implements AutoCloseable {
         return ByteString.copyFrom(b);
     }
 
-    /** Looks up {@code name} in directory {@code parent}: ENOENT, ENOTDIR, EACCES. */
+    /**
+     * Looks up {@code name} in directory {@code parent}: ENOENT ({@link NoEntryException} with the
+     * directory's attributes when the directory exists), ENOTDIR, EACCES.
+     */
     public Attr lookup(Caller c, long parent, byte[] name) {
-        return read(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)))).getAttr();
+        return lookupRead(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)))).getAttr();
     }
 
     /**
      * Lookup that also returns the extent map of a regular file of at most one stripe, from the
-     * same consistent read ({@code extents} null for other files). ENOENT, ENOTDIR, EACCES.
+     * same consistent read ({@code extents} null for other files). Errors as {@link #lookup}.
      */
     public FileMap lookupWithMap(Caller c, long parent, byte[] name) {
-        MdsResponse r = read(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)).setWithExtents(true)));
+        MdsResponse r = lookupRead(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name)).setWithExtents(true)));
         return new FileMap(r.getAttr(), r.getHasExtents() ? r.getExtentsList() : null);
+    }
+
+    /** A lookup's read: an ENOENT that carries the directory's attributes becomes a {@link NoEntryException}. */
+    private MdsResponse lookupRead(MdsRequest.Builder b) {
+        MdsResponse r = transport.read(b.build());
+        if (r.getStatus() == Status.ENOENT && r.hasAttr()) {
+            throw new NoEntryException(r.getMessage(), r.getAttr());
+        }
+        return check(r);
     }
 
     /** Attributes of inode {@code ino}: ENOENT. */
@@ -87,6 +99,31 @@ public final class MdsClient implements AutoCloseable {
         MdsResponse r = write(req(c).setCreate(CreateRequest.newBuilder().setParent(parent).setName(bs(name))
                 .setMode(mode).setExclusive(exclusive)));
         return new Created(r.getAttr(), r.getCreated());
+    }
+
+    /**
+     * The request of a deferred create, for {@link #batchWrite}: regular file {@code name} in
+     * {@code parent} as inode {@code ino} (from {@link #allocInodes}); {@code replace}: an existing
+     * non-directory entry of the name is unlinked first (O_TRUNC semantics; without it, an
+     * existing name is answered with that file, created false).
+     */
+    public MdsRequest createRequest(Caller c, long parent, byte[] name, int mode, long ino, boolean replace) {
+        return req(c).setCreate(CreateRequest.newBuilder().setParent(parent).setName(bs(name)).setMode(mode)
+                .setIno(ino).setReplace(replace)).build();
+    }
+
+    /**
+     * Reserves {@code count} (1..65536) inode numbers for deferred creates; returns the first.
+     *
+     * @throws FsException EINVAL (count), EROFS, EIO (transport)
+     */
+    public long allocInodes(Caller c, int count) {
+        return write(req(c).setAllocInodes(AllocInodesRequest.newBuilder().setCount(count))).getFirstIno();
+    }
+
+    /** {@code r} when its status is OK; else its errno as an {@link FsException} (for batch answers). */
+    public static MdsResponse checked(MdsResponse r) {
+        return check(r);
     }
 
     /** Creates a directory: EEXIST, ENAMETOOLONG, EACCES. */
@@ -233,8 +270,13 @@ public final class MdsClient implements AutoCloseable {
      * {@code mtimeNs} is the time of the last write, ns (0: now).
      */
     public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
-        return write(req(c).setCommitExtents(CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents)
-                .setNewSize(newSize).setMtimeNs(mtimeNs).setKeepMtime(keepMtime))).getAttr();
+        return write(commitExtentsRequest(c, ino, extents, newSize, mtimeNs, keepMtime).toBuilder()).getAttr();
+    }
+
+    /** The request of {@link #commitExtents(Caller, long, List, long, long, boolean)}, for {@link #batchWrite}. */
+    public MdsRequest commitExtentsRequest(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
+        return req(c).setCommitExtents(CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents)
+                .setNewSize(newSize).setMtimeNs(mtimeNs).setKeepMtime(keepMtime)).build();
     }
 
     /**

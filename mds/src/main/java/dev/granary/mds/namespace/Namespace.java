@@ -541,6 +541,13 @@ public final class Namespace {
         InodeRecord p = newEntryParent(c, r.getParent(), r.getName().toByteArray());
         byte[] name = r.getName().toByteArray();
         DentryRecord existing = dentry(r.getParent(), name);
+        if (existing != null && r.getReplace() && !r.getExclusive()) {
+            if (isDir(inode(existing.getIno()).getMode())) {
+                throw err(Status.EISDIR, "'" + show(name) + "' is a directory");
+            }
+            unlink(c, r.getParent(), name, existing.getIno(), now); // its checks: write permission, sticky
+            existing = null;
+        }
         if (existing != null) {
             if (r.getExclusive()) {
                 throw err(Status.EEXIST, "'" + show(name) + "' exists");
@@ -567,7 +574,7 @@ public final class Namespace {
         }
         int[] mode = {r.getMode() & 07777};
         int gid = (int) parentGidAndMode(p, c, mode, false);
-        long ino = MdsSchema.allocateIno(txn);
+        long ino = r.getIno() != 0 ? checkClientIno(r.getIno()) : MdsSchema.allocateIno(txn);
         InodeRecord.Builder b = InodeRecord.newBuilder().setMode(type | mode[0]).setUid(c.getUid()).setGid(gid)
                 .setNlink(1).setAtimeNs(now).setMtimeNs(now).setCtimeNs(now).setXattrCount(0);
         if (type == S_IFREG) {
@@ -581,6 +588,37 @@ public final class Namespace {
         touchDir(r.getParent(), now, 0);
         addUsage(0, 1);
         return new CreateResult(attr(ino, rec), true);
+    }
+
+    /**
+     * Checks an inode number a client chose for a deferred create: one the MDS handed out
+     * ({@link #allocInodes}, below the next number) that names no live inode; returns it.
+     *
+     * @throws FsException EINVAL otherwise
+     */
+    private long checkClientIno(long ino) {
+        if (Long.compareUnsigned(ino, ROOT) <= 0 || Long.compareUnsigned(ino, MdsSchema.nextIno(txn)) >= 0) {
+            throw err(Status.EINVAL, "inode number " + Long.toUnsignedString(ino) + " was not allocated");
+        }
+        if (MdsSchema.getInode(txn, ino, epoch) != null) {
+            throw err(Status.EINVAL, "inode number " + Long.toUnsignedString(ino) + " is in use");
+        }
+        return ino;
+    }
+
+    /**
+     * Reserves {@code count} inode numbers (1..65536) for a client's deferred creates, which name
+     * one of them each in their {@code CreateRequest.ino}; returns the first. Numbers a client
+     * never uses stay unused (the space is 64-bit).
+     *
+     * @throws FsException EINVAL (count), EROFS (a snapshot)
+     */
+    public long allocInodes(int count) {
+        requireWritable();
+        if (count < 1 || count > 65536) {
+            throw err(Status.EINVAL, "inode count " + Integer.toUnsignedString(count) + " is not in 1..65536");
+        }
+        return MdsSchema.allocateInos(txn, count);
     }
 
     /**
@@ -1223,18 +1261,11 @@ public final class Namespace {
         if (template.getOstsCount() > 0) {
             return template;
         }
-        List<OstInfo> osts = MdsSchema.listOsts(txn);
-        int n = osts.size();
-        if (n == 0) {
-            return template.toBuilder().setStripeCount(0).build();
+        List<Integer> indices = new ArrayList<>();
+        for (OstInfo o : MdsSchema.listOsts(txn)) {
+            indices.add(o.getIndex());
         }
-        int count = template.getStripeCount() == 0 ? n : Math.min(template.getStripeCount(), n);
-        int start = (int) Long.remainderUnsigned(ino, n);
-        Layout.Builder b = Layout.newBuilder().setStripeSize(template.getStripeSize()).setStripeCount(count);
-        for (int i = 0; i < count; i++) {
-            b.addOsts(osts.get((start + i) % n).getIndex());
-        }
-        return b.build();
+        return dev.granary.mds.Layouts.resolve(template, ino, indices);
     }
 
     /**

@@ -403,9 +403,19 @@ public final class MdsSchema {
 
     /** Allocates the next inode number (deterministic: a counter in meta; root = 1, first file = 2). */
     public static long allocateIno(KvTxn t) {
+        return allocateInos(t, 1);
+    }
+
+    /** Allocates {@code count} consecutive inode numbers (count >= 1); returns the first. */
+    public static long allocateInos(KvTxn t, int count) {
         long ino = getLong(t, META_NEXT_INO, ROOT_INO + 1);
-        t.put(META, META_NEXT_INO, be64(ino + 1));
+        t.put(META, META_NEXT_INO, be64(ino + count));
         return ino;
+    }
+
+    /** The next inode number the MDS will allocate: every number below it was handed out. */
+    public static long nextIno(KvReader r) {
+        return getLong(r, META_NEXT_INO, ROOT_INO + 1);
     }
 
     /** The usage counters. */

@@ -149,7 +149,18 @@ public final class MdsStateMachine implements KvApplier {
         switch (r.getOpCase()) {
             // ---- reads
             case LOOKUP -> {
-                Attr a = ns.lookup(c, r.getLookup().getParent(), r.getLookup().getName().toByteArray());
+                Attr a;
+                try {
+                    a = ns.lookup(c, r.getLookup().getParent(), r.getLookup().getName().toByteArray());
+                } catch (FsException e) {
+                    Attr dir = e.status() == Status.ENOENT ? parentIfDir(ns, c, r.getLookup().getParent()) : null;
+                    if (dir == null) {
+                        throw e;
+                    }
+                    // An absent name answers with its directory's attributes from the same read: the
+                    // client that creates it next (deferred create) takes the directory's layout from them.
+                    return out.setStatus(Status.ENOENT).setMessage(message(e)).setAttr(dir).build();
+                }
                 out.setAttr(a);
                 long stripe = a.getLayout().getStripeSize();
                 if (r.getLookup().getWithExtents() && (a.getMode() & Namespace.S_IFMT) == Namespace.S_IFREG
@@ -186,6 +197,16 @@ public final class MdsStateMachine implements KvApplier {
             }
         }
         return out.build();
+    }
+
+    /** The attributes of {@code ino} when it is a directory, else null (absent, or not a directory). */
+    private static Attr parentIfDir(Namespace ns, Caller c, long ino) {
+        try {
+            Attr a = ns.getattr(c, ino);
+            return (a.getMode() & Namespace.S_IFMT) == Namespace.S_IFDIR ? a : null;
+        } catch (FsException e) {
+            return null;
+        }
     }
 
     private static void mutate(Namespace ns, MdsRequest r, Caller c, long now, MdsResponse.Builder out) {
@@ -256,6 +277,7 @@ public final class MdsStateMachine implements KvApplier {
                     out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
                 }
             }
+            case ALLOC_INODES -> out.setFirstIno(ns.allocInodes(r.getAllocInodes().getCount()));
             case REGISTER_OST -> ns.registerOst(c, r.getRegisterOst().getOst());
             case REGISTER_OSS -> ns.registerOss(c, r.getRegisterOss().getOss());
             default -> throw new FsException(Status.ENOSYS, "operation " + r.getOpCase() + " is not supported");

@@ -65,6 +65,40 @@ class NamespaceOpsTest extends MdsTestBase {
         assertEquals(0010000 | 0600, fifo.getMode());
     }
 
+    /**
+     * Deferred creates: a client reserves inode numbers (alloc_inodes) and creates under one of
+     * them; a number not handed out, or naming a live inode, is EINVAL; replace unlinks an
+     * existing file of the name first, never a directory (EISDIR).
+     */
+    @Test
+    void createUnderAReservedInodeNumberAndReplace() {
+        long first = mds.allocInodes(ROOT, 16);
+        assertEquals(first + 16, mds.create(ROOT, R, b("after"), 0644, true).getIno(), "the MDS skips the reserved range");
+        dev.granary.mds.proto.MdsResponse made = mds.batchWrite(java.util.List.of(
+                mds.createRequest(ROOT, R, b("mine"), S_IFREG | 0640, first + 3, true))).get(0);
+        assertEquals(Status.OK, made.getStatus(), made.getMessage());
+        assertEquals(first + 3, made.getAttr().getIno());
+        assertEquals(first + 3, mds.lookup(ROOT, R, b("mine")).getIno());
+        assertEquals(S_IFREG | 0640, mds.getattr(ROOT, first + 3).getMode());
+        java.util.function.BiFunction<String, Long, Status> create = (name, ino) -> mds.batchWrite(java.util.List.of(
+                mds.createRequest(ROOT, R, b(name), S_IFREG | 0644, ino, true))).get(0).getStatus();
+        assertEquals(Status.EINVAL, create.apply("x", first + 3), "a live inode's number");
+        assertEquals(Status.EINVAL, create.apply("x", first + 17), "the MDS's own last number");
+        assertEquals(Status.EINVAL, create.apply("x", first + 1000), "a number not handed out yet");
+        assertEquals(Status.EINVAL, create.apply("x", R), "the root's");
+        assertEquals(Status.EINVAL, create.apply("x", -1L), "2^64 - 1");
+        assertErrno(Status.ENOENT, () -> mds.lookup(ROOT, R, b("x")));
+
+        assertEquals(Status.OK, create.apply("mine", first + 4), "replaces the file named mine");
+        assertEquals(first + 4, mds.lookup(ROOT, R, b("mine")).getIno());
+        assertErrno(Status.ENOENT, () -> mds.getattr(ROOT, first + 3));
+        mds.mkdir(ROOT, R, b("d"), 0755);
+        assertEquals(Status.EISDIR, create.apply("d", first + 5));
+        assertEquals(S_IFDIR | 0755, mds.lookup(ROOT, R, b("d")).getMode());
+        assertErrno(Status.EINVAL, () -> mds.allocInodes(ROOT, 0));
+        assertErrno(Status.EINVAL, () -> mds.allocInodes(ROOT, 65537));
+    }
+
     @Test
     void createInRootByNonRootIsEacces() {
         assertErrno(Status.EACCES, () -> mds.create(ALICE, R, b("f"), 0644, true));

@@ -229,7 +229,8 @@ public final class Nodes {
                 .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
                 .withLockLease(Sizes.parseDuration(cfg.client.lockLease))
                 .withStataheadMax(cfg.client.stataheadMax)
-                .withDeferredUnlink(cfg.client.deferredUnlink);
+                .withDeferredUnlink(cfg.client.deferredUnlink)
+                .withDeferredCreate(cfg.client.deferredCreate);
     }
 
     /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */

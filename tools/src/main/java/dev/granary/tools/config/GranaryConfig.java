@@ -115,6 +115,8 @@ public final class GranaryConfig {
         public int stataheadMax = 32768;
         /** true: unlink(2) returns once checked by the client, removals go to the MDS in the background, batched; false: each waits for its Raft commit. */
         public boolean deferredUnlink = false;
+        /** true: an O_TRUNC create (not O_EXCL) is answered by the client and sent with the file's first commit (its close); other clients see the name within attr_timeout. false: each create waits for its Raft commit. */
+        public boolean deferredCreate = true;
         /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
         public String ioTimeout = "120s";
     }
