@@ -694,7 +694,7 @@ public final class GranaryVfs implements AutoCloseable {
     public void rmdir(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
-        if (deferred != null || creates != null) {
+        if (deferred != null || (creates != null && !creates.isEmpty())) {
             long dir = child != null ? child : lookup(c, path).getIno();
             if (deferred != null) {
                 deferred.awaitDir(dir); // its files' pending unlinks first
@@ -952,7 +952,8 @@ public final class GranaryVfs implements AutoCloseable {
         ParentName pn = parentOf(c, path);
         Attr dir = pn.parent;
         DentryKey key = new DentryKey(dir.getIno(), pn.name);
-        if (absentNames.asMap().remove(key) == null // no MDS read of the name (and its directory) just before
+        if (closing
+                || absentNames.asMap().remove(key) == null // no MDS read of the name (and its directory) just before
                 || dentries.getIfPresent(key) != null
                 || (dir.getMode() & 02000) != 0 // setgid directory: the MDS gives its group
                 || !permits(c, dir, W_OK | X_OK)
