@@ -191,10 +191,7 @@ public final class GranaryVfs implements AutoCloseable {
 
             @Override
             public void failed(DeferredUnlinks.Unlink u, FsException e) {
-                localChanges.incrementAndGet();
-                dentries.invalidate(new DentryKey(u.parent(), u.name()));
-                attrs.invalidate(u.parent());
-                attrs.invalidate(u.ino());
+                forgetEntry(u.parent(), u.name(), u.ino()); // the entry is back: ask the MDS
             }
         }) : null;
         this.absentNames = Caffeine.newBuilder().expireAfterWrite(config.cacheTimeout()).maximumSize(100_000).build();
@@ -207,15 +204,23 @@ public final class GranaryVfs implements AutoCloseable {
 
                     @Override
                     public void failed(DeferredCreates.Pending p, FsException e) {
-                        localChanges.incrementAndGet();
-                        dentries.invalidate(new DentryKey(p.parent(), p.name()));
-                        attrs.invalidate(p.ino());
-                        attrs.invalidate(p.parent());
+                        forgetEntry(p.parent(), p.name(), p.ino()); // the file was never made
                     }
                 }) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
+    }
+
+    /**
+     * A deferred change the MDS refused: what this client cached of the entry, its inode and its
+     * directory goes, and statahead pages fetched meanwhile too.
+     */
+    private void forgetEntry(long parent, String name, long ino) {
+        localChanges.incrementAndGet();
+        dentries.invalidate(new DentryKey(parent, name));
+        attrs.invalidate(parent);
+        attrs.invalidate(ino);
     }
 
     /** A caller identity: uid, primary gid and supplementary gids. */

@@ -19,42 +19,25 @@ import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.MdsRequest.OpCase;
 import dev.granary.mds.proto.Status;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Consumer;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Deferred creates ({@link ClientConfig#deferredCreate()}) over the real MDS namespace and real S3:
  * what they cost, when the MDS gets them, and what other clients (the MDS read directly, as
  * another node's client would) see.
  */
-class DeferredCreateTest {
+class DeferredCreateTest extends LocalClusterTestBase {
     static final int S = 64 * 1024;
     static final int WTRUNC = O_CREAT | O_WRONLY | O_TRUNC;
-    @TempDir
-    static Path tmp;
-    static LocalCluster cluster;
     GranaryVfs vfs;
     String dir;
     long dirIno;
-
-    @BeforeAll
-    static void start() {
-        cluster = new LocalCluster(tmp);
-    }
-
-    @AfterAll
-    static void stop() {
-        cluster.close();
-    }
 
     @BeforeEach
     void setUp(TestInfo info) {

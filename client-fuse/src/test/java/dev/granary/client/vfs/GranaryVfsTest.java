@@ -25,7 +25,6 @@ import dev.granary.mds.proto.Status;
 import dev.granary.oss.BlockIo;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -38,32 +37,16 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
-import org.junit.jupiter.api.io.TempDir;
 
 /** GranaryVfs over the real MDS namespace (local RocksDB) and real S3 (embedded S3Proxy, two OSTs). */
-class GranaryVfsTest {
+class GranaryVfsTest extends LocalClusterTestBase {
     static final int S = 64 * 1024; // stripe size of the test directories
-    @TempDir
-    static Path tmp;
-    static LocalCluster cluster;
     GranaryVfs vfs;
     String dir; // a fresh striped directory per test
-
-    @BeforeAll
-    static void start() {
-        cluster = new LocalCluster(tmp);
-    }
-
-    @AfterAll
-    static void stop() {
-        cluster.close();
-    }
 
     @BeforeEach
     void setUp(TestInfo info) {
