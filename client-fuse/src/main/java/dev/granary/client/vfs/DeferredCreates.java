@@ -162,7 +162,7 @@ final class DeferredCreates implements AutoCloseable {
         }
     }
 
-    /** True when no create waits (tests, diagnostics). */
+    /** True when no create waits (rmdir skips its directory's lookup then). */
     boolean isEmpty() {
         synchronized (lock) {
             return byIno.isEmpty();
@@ -176,15 +176,7 @@ final class DeferredCreates implements AutoCloseable {
      * @throws FsException the MDS's refusal of that create (once, then forgotten)
      */
     void materialize(long ino) {
-        List<Pending> mine = new ArrayList<>();
-        CompletableFuture<Void> other = claim(List.of(ino), mine);
-        if (!mine.isEmpty()) {
-            send(mine, null);
-        }
-        if (other != null) {
-            other.join();
-        }
-        throwRefusal(ino);
+        sendWith(ino, null);
     }
 
     /** Sends the deferred create of {@code name} in {@code parent}, if any, and waits; as {@link #materialize}. */
@@ -218,8 +210,9 @@ final class DeferredCreates implements AutoCloseable {
 
     /**
      * Sends the create of {@code ino}, when still deferred, together with {@code commit} (the first
-     * data commit of that file) as one Raft entry; returns the commit's answer, or null when the
-     * create is not deferred here (the caller sends the commit itself).
+     * data commit of that file; null: none) as one Raft entry, or waits for the thread sending it;
+     * returns the commit's answer, or null when the create is not deferred here (the caller sends
+     * the commit itself) or there is no commit.
      *
      * @throws FsException the create's refusal, or the commit's errno
      */
@@ -229,7 +222,7 @@ final class DeferredCreates implements AutoCloseable {
         if (!mine.isEmpty()) {
             MdsResponse r = send(mine, commit);
             throwRefusal(ino); // the create's own errno, not the commit's ENOENT that follows from it
-            return MdsClient.checked(r);
+            return commit == null ? null : MdsClient.check(r);
         }
         if (other != null) {
             other.join();
@@ -241,7 +234,7 @@ final class DeferredCreates implements AutoCloseable {
     private void throwRefusal(long ino) {
         FsException e = refused.asMap().remove(ino);
         if (e != null) {
-            throw new FsException(e.status(), e.getMessage(), e);
+            throw e; // thrown once: it left the map
         }
     }
 

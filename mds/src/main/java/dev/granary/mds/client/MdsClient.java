@@ -31,7 +31,8 @@ public final class MdsClient implements AutoCloseable {
         return MdsRequest.newBuilder().setCaller(c);
     }
 
-    private static MdsResponse check(MdsResponse r) {
+    /** {@code r} when its status is OK; else its errno as an {@link FsException} (also for batch answers). */
+    public static MdsResponse check(MdsResponse r) {
         if (r.getStatus() != Status.OK) {
             throw new FsException(r.getStatus(), r.getMessage());
         }
@@ -119,11 +120,6 @@ public final class MdsClient implements AutoCloseable {
      */
     public long allocInodes(Caller c, int count) {
         return write(req(c).setAllocInodes(AllocInodesRequest.newBuilder().setCount(count))).getFirstIno();
-    }
-
-    /** {@code r} when its status is OK; else its errno as an {@link FsException} (for batch answers). */
-    public static MdsResponse checked(MdsResponse r) {
-        return check(r);
     }
 
     /** Creates a directory: EEXIST, ENAMETOOLONG, EACCES. */
