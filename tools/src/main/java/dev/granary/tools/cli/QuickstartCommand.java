@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.granary.tools.UserError;
 import dev.granary.tools.cluster.LocalCluster;
 import dev.granary.tools.cluster.MountPoints;
+import dev.granary.tools.cluster.Nodes;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.dataset.DatasetRunner;
 import dev.granary.tools.prereq.Prerequisites;
@@ -13,7 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Stream;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -27,7 +28,7 @@ import picocli.CommandLine.Option;
 @Command(name = "quickstart", mixinStandardHelpOptions = true,
         description = {"Run a whole cluster in one process: embedded S3, 3 MDS, 2 OSS and the FUSE mount.",
                 "Then write a sample dataset through the mount and read it back with a PyTorch DataLoader.",
-                "Stays mounted until Ctrl-C unless --exit.", "",
+                "Stays mounted until Ctrl-C (or until its mount is unmounted) unless --exit.", "",
                 "Example:  ./granary quickstart --exit",
                 "          ./granary quickstart --data /srv/granary --mount /mnt/train --dataset none"})
 public final class QuickstartCommand implements Callable<Integer> {
@@ -98,7 +99,7 @@ public final class QuickstartCommand implements Callable<Integer> {
         out.println("Granary quickstart: data in " + dataDir + " (log: " + dataDir.resolve("granary.log") + ")");
         long t0 = System.nanoTime();
         try (LocalCluster cluster = LocalCluster.start(cfg, out)) {
-            cluster.mount(mnt);
+            Nodes.Client client = cluster.mount(mnt);
             out.printf(Locale.ROOT, "  ready in %.1f s: mounted at %s%n", (System.nanoTime() - t0) / 1e9, mnt);
             if (python != null) {
                 runDataset(out, python, mnt.resolve(dataset), cluster, dataDir);
@@ -107,14 +108,18 @@ public final class QuickstartCommand implements Callable<Integer> {
                 out.println("Unmounting and stopping (--exit).");
             } else {
                 out.println("Mounted at " + mnt + ". Press Ctrl-C to unmount and stop.");
-                CountDownLatch done = new CountDownLatch(1);
-                Thread hook = new Thread(() -> {
-                    out.println("\nUnmounting " + mnt + " and stopping...");
+                // Also stops when the mount goes away (umount, fusermount -u), as `granary mount`
+                // does: a quickstart serving no mount would only hold its ports and the data folder.
+                AtomicBoolean unmounted = new AtomicBoolean();
+                ConfigOption.awaitShutdown(() -> {
+                    if (!unmounted.get()) {
+                        out.println("\nUnmounting " + mnt + " and stopping...");
+                    }
                     cluster.close();
-                    done.countDown();
-                }, "granary-shutdown");
-                Runtime.getRuntime().addShutdownHook(hook);
-                done.await();
+                }, client.mount().sessionEnded(), () -> {
+                    unmounted.set(true);
+                    out.println("granary: " + mnt + " was unmounted; stopping");
+                });
             }
         }
         return 0;
