@@ -42,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.request
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -808,6 +809,7 @@ ROWS = [  # id, label, unit
     ("au_unet3d", "AU ≥ 90%: unet3d-like (batch 7 x {unet} MiB .npz) ²", "accelerators"),
     ("au_retinanet", "AU ≥ 90%: retinanet-like (batch 24 x 320 KiB) ²", "accelerators"),
     ("rss", "peak RSS of the process serving the mount ³", "MiB"),
+    ("rss_client", "peak RSS of Granary's client alone (`granary mount`, reads again) ⁴", "MiB"),
 ]
 NOOP_ROWS = [
     ("noop_cold", "FUSE ceiling: no-op jnr-fuse fs, Granary's options, dd read cold", "MiB/s"),
@@ -899,6 +901,36 @@ class Runner:
         t0 = time.perf_counter()
         t.cold()
         log(f"  {t.name}: cold in {time.perf_counter() - t0:.1f} s")
+
+    def client_rss(self, g):
+        """Granary's client alone: a separate `granary mount` process (a GPU node's shape) on the
+        running quickstart reads the sequential file cold and warm, the 4 parallel files and the
+        small files again; its VmHWM is the rss_client row (the rss row's JVM also runs the servers)."""
+        mnt = os.path.join(self.work, "granary-client-mnt")
+        os.makedirs(mnt, exist_ok=True)
+        self.state.add_mount(mnt)
+        figs = self.figures["granary"]
+        view = types.SimpleNamespace(root=mnt, name="granary-client")
+        try:
+            d = Daemon(self.state, [GRANARY, "mount", "-c", os.path.join(g.data, "granary.yaml"), "--mount", mnt],
+                       os.path.join(self.work, "granary-client.log"))
+            try:
+                d.wait_mounted(mnt, "fuse.granary", timeout=120)
+                g.cold()
+                seq_read(view, self.plan, "cold")
+                seq_read(view, self.plan, "warm")
+                g.cold()
+                parallel_read(view, self.plan)
+                small_read(view, self.plan)
+                figs["rss_client"] = peak_rss_kib(d.pid) / KIB
+            finally:
+                d.stop(timeout=60)
+                unmount(mnt)
+        except Exception as e:
+            msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            self.failures.append(f"Granary's client alone (peak RSS): {msg}")
+            figs["rss_client"] = "fails"
+        log(f"  granary: client alone, peak RSS {fmt(figs.get('rss_client'))} MiB")
 
     def noop_ceiling(self):
         """dd read of a no-op jnr-fuse filesystem (granary noopfs) mounted with Granary's options."""
@@ -1117,6 +1149,10 @@ def report(runner, plan, targets, info, counter, elapsed):
             "S3Proxy, 3 MDS Raft peers with RocksDB, and 2 OSS with their 512 MiB read caches, with the launcher's "
             "fixed heap (-Xms = -Xmx = a quarter of RAM, at most 3 GiB); s3fs and rclone "
             "are clients only (their S3 server is that same JVM).",
+            "- ⁴ After every target has run, a second Granary client in its own process (`granary mount -c` the "
+            "quickstart's config, as a GPU node mounts it, with the launcher's default heap) reads the sequential file "
+            "cold and warm, the 4 parallel files and the small files again; the row is its VmHWM. s3fs and rclone have "
+            "no such row: their rss row is already their client alone, over the whole run (writes included).",
             "- The FUSE ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros, with the same "
             "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`; its stat row "
             "stats as many names as the metadata phases (each an empty file, one thread, caches dropped before each "
@@ -1139,7 +1175,7 @@ def chart(runner, plan, targets, info, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = [(r, l, u) for r, l, u in ROWS if r not in ("rss",)]
+    rows = [(r, l, u) for r, l, u in ROWS if r not in ("rss", "rss_client")]
     fuse = [t for t in targets if t.name != "local"]
     colors = {"granary": "#2a7ab9", "s3fs": "#e08a2c", "rclone": "#5aa05a"}
     fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 1.8))
@@ -1245,6 +1281,8 @@ def main():
                 shutil.rmtree(os.path.join(granary.data, "s3", t.bucket), ignore_errors=True)
                 os.makedirs(os.path.join(granary.data, "s3", t.bucket), exist_ok=True)
                 shutil.rmtree(os.path.join(work, "rclone-cache"), ignore_errors=True)
+        if "granary" in selected:
+            runner.client_rss(granary)
         granary.stop()
         if "granary" in selected:
             runner.noop_ceiling()
