@@ -14,7 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.CompletableFuture;
 import java.util.stream.Stream;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -110,16 +110,13 @@ public final class QuickstartCommand implements Callable<Integer> {
                 out.println("Mounted at " + mnt + ". Press Ctrl-C to unmount and stop.");
                 // Also stops when the mount goes away (umount, fusermount -u), as `granary mount`
                 // does: a quickstart serving no mount would only hold its ports and the data folder.
-                AtomicBoolean unmounted = new AtomicBoolean();
+                CompletableFuture<?> unmounted = client.mount().sessionEnded();
                 ConfigOption.awaitShutdown(() -> {
-                    if (!unmounted.get()) {
+                    if (!unmounted.isDone()) { // Ctrl-C or SIGTERM, not an unmount
                         out.println("\nUnmounting " + mnt + " and stopping...");
                     }
                     cluster.close();
-                }, client.mount().sessionEnded(), () -> {
-                    unmounted.set(true);
-                    out.println("granary: " + mnt + " was unmounted; stopping");
-                });
+                }, unmounted, () -> out.println("granary: " + mnt + " was unmounted; stopping"));
             }
         }
         return 0;
