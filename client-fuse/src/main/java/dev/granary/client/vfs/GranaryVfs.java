@@ -78,6 +78,7 @@ public final class GranaryVfs implements AutoCloseable {
     private final BlockIo blockIo;
     private final ClientConfig config;
     private final DirtyBudget dirtyBudget;
+    private final ReadaheadBudget readaheadBudget;
     private final ExecutorService ioExecutor;
     private final Cache<DentryKey, Long> dentries;
     private final Cache<Long, Attr> attrs;
@@ -165,6 +166,7 @@ public final class GranaryVfs implements AutoCloseable {
         this.blockIo = blockIo;
         this.config = config;
         this.dirtyBudget = new DirtyBudget(config.maxDirtyBytes());
+        this.readaheadBudget = new ReadaheadBudget(config.maxReadaheadBytes());
         AtomicInteger n = new AtomicInteger();
         this.ioExecutor = Executors.newFixedThreadPool(config.ioThreads(), r -> {
             Thread t = new Thread(r, "granary-vfs-io-" + n.incrementAndGet());
@@ -252,6 +254,15 @@ public final class GranaryVfs implements AutoCloseable {
     /** What the dirty-memory budget ({@code client.max_dirty}) handed out so far, peak included. */
     public DirtyBudget.Stats dirtyStats() {
         return dirtyBudget.stats();
+    }
+
+    ReadaheadBudget readaheadBudget() {
+        return readaheadBudget;
+    }
+
+    /** What the read-window budget ({@code client.max_readahead}) handed out so far, peak included. */
+    public ReadaheadBudget.Stats readaheadStats() {
+        return readaheadBudget.stats();
     }
 
     ExecutorService ioExecutor() {

@@ -149,7 +149,32 @@ public final class OpenFile {
 
     private record Upload(long stripe, CompletableFuture<Extent> future) {}
 
-    private record Prefetch(String blockKey, CompletableFuture<ByteBuffer> data) {}
+    /** A stripe of the read window: its block, the bytes being fetched, and what it holds of the client's {@link ReadaheadBudget}. */
+    private record Prefetch(String blockKey, CompletableFuture<ByteBuffer> data, long reserved) {}
+
+    /** Drops stripe k from the read window and returns its bytes to the budget (lock held). */
+    private void dropStripe(long k) {
+        Prefetch p = window.remove(k);
+        if (p != null) {
+            vfs.readaheadBudget().release(p.reserved());
+        }
+    }
+
+    /** Drops the window's stripes whose index {@code drop} accepts (lock held). */
+    private void dropStripes(java.util.function.LongPredicate drop) {
+        window.entrySet().removeIf(en -> {
+            if (drop.test(en.getKey())) {
+                vfs.readaheadBudget().release(en.getValue().reserved());
+                return true;
+            }
+            return false;
+        });
+    }
+
+    /** Empties the read window (lock held). */
+    private void clearWindow() {
+        dropStripes(k -> true);
+    }
 
     private final Attr opened;
 
@@ -398,7 +423,7 @@ public final class OpenFile {
             nextSequentialOffset = sequential ? Math.max(nextSequentialOffset, offset + n) : offset + n;
             long first = offset / stripeSize;
             long last = (offset + n - 1) / stripeSize;
-            window.keySet().removeIf(k -> k < first || k > last + vfs.config().readaheadStripes());
+            dropStripes(k -> k < first || k > last + vfs.config().readaheadStripes());
             for (long k = first; k <= last; k++) {
                 long sStart = k * stripeSize;
                 int a = (int) (Math.max(offset, sStart) - sStart);
@@ -429,11 +454,13 @@ public final class OpenFile {
                 int end = (int) Math.min(b, e.getLength());
                 Prefetch p = window.get(k);
                 if (p != null && (!p.blockKey.equals(e.getBlockKey()) || p.data.isCompletedExceptionally())) {
-                    window.remove(k);
+                    dropStripe(k);
                     p = null;
                 }
                 if (p == null && sequential && buf == null) {
-                    p = new Prefetch(e.getBlockKey(), readBlock(e, 0, (int) Math.min(e.getLength(), stripeSize)));
+                    int len = (int) Math.min(e.getLength(), stripeSize);
+                    vfs.readaheadBudget().reserve(len); // read now: counted, never refused
+                    p = new Prefetch(e.getBlockKey(), readBlock(e, 0, len), len);
                     window.put(k, p);
                 }
                 if (p != null) {
@@ -462,9 +489,13 @@ public final class OpenFile {
             if (e == null || e.getLength() == 0) {
                 continue;
             }
-            CompletableFuture<ByteBuffer> f = readBlock(e, 0, (int) Math.min(e.getLength(), stripeSize));
+            int len = (int) Math.min(e.getLength(), stripeSize);
+            if (!vfs.readaheadBudget().tryReserve(len)) {
+                break; // client.max_readahead is held by other windows: read ahead less, never run out of memory
+            }
+            CompletableFuture<ByteBuffer> f = readBlock(e, 0, len);
             f.exceptionally(t -> null); // a failed readahead is reported only if the stripe is read
-            window.put(k, new Prefetch(e.getBlockKey(), f));
+            window.put(k, new Prefetch(e.getBlockKey(), f, len));
         }
     }
 
@@ -547,7 +578,7 @@ public final class OpenFile {
                 System.arraycopy(data, pos, buf.data, in, n);
                 buf.lo = Math.min(buf.lo, in);
                 buf.hi = Math.max(buf.hi, in + n);
-                window.remove(k);
+                dropStripe(k);
                 size = Math.max(size, fileOff + n);
                 if (buf.lo == 0 && buf.hi == stripeSize) {
                     dirty.remove(k);
@@ -792,7 +823,7 @@ public final class OpenFile {
         try {
             for (Extent e : extents) {
                 committed.put(e.getStripeIndex(), e);
-                window.remove(e.getStripeIndex());
+                dropStripe(e.getStripeIndex());
             }
             size = Math.max(size, newSize);
         } finally {
@@ -811,7 +842,7 @@ public final class OpenFile {
                 committed.put(e.getStripeIndex(), e);
             }
             uploaded.clear();
-            window.clear();
+            clearWindow();
             size = attr.getSize();
             appendEnd = attr.getSize();
             appendMapStale = false;
@@ -836,7 +867,7 @@ public final class OpenFile {
                     vfs.dirtyBudget().release(b.reserved);
                 }
                 dirty.clear();
-                window.clear();
+                clearWindow();
             } finally {
                 lock.unlock();
             }
@@ -1037,7 +1068,7 @@ public final class OpenFile {
                 try {
                     for (Extent e : extents) {
                         committed.put(e.getStripeIndex(), e);
-                        window.remove(e.getStripeIndex());
+                        dropStripe(e.getStripeIndex());
                     }
                     appendEnd = a.getSize();
                     appendMapStale = true; // appends of others before ours are not in the map

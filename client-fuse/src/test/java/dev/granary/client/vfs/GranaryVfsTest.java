@@ -277,6 +277,51 @@ class GranaryVfsTest extends LocalClusterTestBase {
     }
 
     /**
+     * Read windows of all open files share client.max_readahead: many sequential readers at once
+     * get shorter windows instead of holding 1 + readahead_stripes stripes each without bound
+     * (regression: 32 readers in a client with a 384 MiB heap ran it out of memory and wedged the
+     * mount). Reads stay correct, and closing the handles gives every byte back.
+     */
+    @Test
+    void readWindowsOfManyReadersShareTheReadaheadBudget() {
+        GranaryVfs small = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withMaxReadaheadBytes(6L * S));
+        try {
+            int files = 8, stripes = 8;
+            byte[][] data = new byte[files][];
+            for (int i = 0; i < files; i++) {
+                data[i] = random(stripes * S, 100 + i);
+                writeFile(small, dir + "/f" + i, data[i], S);
+            }
+            long[] fh = new long[files];
+            for (int i = 0; i < files; i++) {
+                fh[i] = small.open(ROOT, dir + "/f" + i, O_RDONLY);
+                assertArrayEquals(Arrays.copyOf(data[i], 4096), small.read(ROOT, fh[i], 0, 4096)); // starts a stream
+            }
+            ReadaheadBudget.Stats st = small.readaheadStats();
+            // unbounded: 8 x (1 + 4) stripes = 40 S; bounded: the 6 S budget plus the stripe each reader reads now
+            assertTrue(st.peakBytes() <= 6L * S + files * (long) S, "read windows peaked at " + st.peakBytes() / S + " stripes");
+            assertTrue(st.refused() > 0, "readahead past the budget was refused: " + st);
+            for (int i = 0; i < files; i++) { // the rest of every file, interleaved, still byte for byte
+                for (int off = 4096; off < data[i].length; off += S) {
+                    int n = Math.min(S, data[i].length - off);
+                    assertArrayEquals(Arrays.copyOfRange(data[i], off, off + n), small.read(ROOT, fh[i], off, n));
+                }
+            }
+            for (long h : fh) {
+                small.release(ROOT, h);
+            }
+            assertEquals(0, small.readaheadStats().heldBytes(), "closed handles hold no read window");
+            long one = small.open(ROOT, dir + "/f0", O_RDONLY);
+            small.read(ROOT, one, 0, 4096);
+            assertEquals(5L * S, small.readaheadStats().heldBytes(), "a lone reader gets its whole window again (1 + 4 stripes)");
+            small.release(ROOT, one);
+            assertEquals(0, small.readaheadStats().heldBytes());
+        } finally {
+            small.close();
+        }
+    }
+
+    /**
      * The kernel's readahead sends two 128 KiB reads at once; they may arrive out of order. That
      * must not turn a sequential reader into a random one (regression: cold sequential reads ran
      * at ~24 MiB/s, each read a small ranged GET instead of whole stripes ahead).

@@ -223,6 +223,7 @@ public final class Nodes {
                 .withCacheTimeout(Sizes.parseDuration(cfg.client.attrTimeout))
                 .withReadaheadStripes(cfg.client.readaheadStripes)
                 .withMaxDirtyBytes(Sizes.parseBytes(cfg.client.maxDirty))
+                .withMaxReadaheadBytes(Sizes.parseBytes(cfg.client.maxReadahead))
                 .withAllowOther(cfg.client.allowOther)
                 .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
                 .withKeepCache(cfg.client.keepCache)

@@ -101,6 +101,8 @@ public final class GranaryConfig {
         public int readaheadStripes = 4;
         /** Dirty data buffered per client before writers block. */
         public String maxDirty = "256MiB";
+        /** Read windows (stripes read and read ahead) of all open files together; readahead past it is not started; "0" disables readahead. */
+        public String maxReadahead = "256MiB";
         @JsonProperty("allow_other")
         public boolean allowOther = true;
         /** Files up to this size keep their data inline in the MDS (data on MDS); 0 disables; at most 1MiB. */
@@ -213,6 +215,7 @@ public final class GranaryConfig {
             Sizes.parseBytes(s3.multipartThreshold);
             Sizes.parseDuration(client.attrTimeout);
             Sizes.parseBytes(client.maxDirty);
+            Sizes.parseBytes(client.maxReadahead);
             inlineMax = Sizes.parseBytes(client.inlineMax);
             openAfterLookup = Sizes.parseDuration(client.openAfterLookup);
             lease = Sizes.parseDuration(client.lockLease);
