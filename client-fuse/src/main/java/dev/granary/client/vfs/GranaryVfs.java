@@ -788,7 +788,11 @@ public final class GranaryVfs implements AutoCloseable {
         MdsClient.Renamed r = mds.rename(c, src.parent.getIno(), nameBytes(src.name), dst.parent.getIno(), nameBytes(dst.name), flags);
         // Both names are skipped by statahead for a while (a page read before the rename has their
         // old entries); the inodes' new attributes from the MDS replace the cached ones, and pages
-        // never replace cached attributes. Only without them is every page in flight dropped.
+        // never replace cached attributes. Only without them is every page in flight dropped (the
+        // generation moves before the attributes are dropped: see forgetRemoved).
+        if (r.moved() == null) {
+            localChanges.incrementAndGet();
+        }
         recentlyChanged.put(sk, Boolean.TRUE);
         recentlyChanged.put(dk, Boolean.TRUE);
         dentries.invalidate(sk);
@@ -807,7 +811,6 @@ public final class GranaryVfs implements AutoCloseable {
             attrs.invalidate(d);
         }
         if (r.moved() == null) {
-            localChanges.incrementAndGet();
             return;
         }
         attrs.put(r.moved().getIno(), r.moved());
@@ -890,16 +893,25 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
-     * An entry was removed from {@code pn.parent} (unlink, rmdir): its dentry and the child's
-     * attributes (nlink) are dropped; the directory's attributes become {@code parentAttr}, the
-     * ones the MDS answered with (mtime, ctime, nlink), or are dropped when it sent none. As for
-     * {@link #entryAdded}: dropping them cost the next path resolution a lookup of the directory
-     * at the MDS (a Raft read per file of an {@code rm -r}).
+     * An entry was removed from {@code pn.parent} (unlink, rmdir): its dentry goes; the child's
+     * attributes become the ones the MDS answered with while it has a name left (a hard link's
+     * other names show the new nlink at once, even when this client never cached the removed
+     * name, as when its dentry expired between the kernel's LOOKUP and UNLINK) and are dropped
+     * otherwise; the directory's attributes become {@code r.parent()} (mtime, ctime, nlink), or
+     * are dropped when the MDS sent none. As for {@link #entryAdded}: dropping them cost the next
+     * path resolution a lookup of the directory at the MDS (a Raft read per file of an {@code rm -r}).
      */
-    private void removed(ParentName pn, Long child, Attr parentAttr) {
-        forgetRemoved(new DentryKey(pn.parent.getIno(), pn.name), child, child == null ? null : attrs.getIfPresent(child));
-        if (parentAttr != null) {
-            attrs.put(parentAttr.getIno(), parentAttr);
+    private void removed(ParentName pn, Long child, MdsClient.Removed r) {
+        Attr left = r.removed();
+        if (left != null && left.getNlink() > 0) {
+            forgetRemoved(new DentryKey(pn.parent.getIno(), pn.name), left.getIno(), left);
+            attrs.put(left.getIno(), left);
+        } else {
+            Long ino = left != null ? Long.valueOf(left.getIno()) : child;
+            forgetRemoved(new DentryKey(pn.parent.getIno(), pn.name), ino, ino == null ? null : attrs.getIfPresent(ino));
+        }
+        if (r.parent() != null) {
+            attrs.put(r.parent().getIno(), r.parent());
         } else {
             attrs.invalidate(pn.parent.getIno());
         }
@@ -908,16 +920,18 @@ public final class GranaryVfs implements AutoCloseable {
     /**
      * Drops a removed entry and its inode's attributes from the caches and keeps statahead from
      * caching it again. An inode with other names (nlink &gt; 1: its nlink changed) bumps
-     * {@link #localChanges} too, so a page fetched meanwhile cannot bring back its old attributes.
+     * {@link #localChanges} too, so a page fetched meanwhile cannot bring back its old attributes:
+     * before the attributes are dropped, so a page that caches them after the drop always sees the
+     * bump (bumped after, a page could cache them between the two and keep them).
      */
     private void forgetRemoved(DentryKey key, Long child, Attr childAttr) {
+        if (child != null && (childAttr == null || childAttr.getNlink() > 1 || isDir(childAttr))) {
+            localChanges.incrementAndGet();
+        }
         recentlyChanged.put(key, Boolean.TRUE);
         dentries.invalidate(key);
         if (child != null) {
             attrs.invalidate(child);
-            if (childAttr == null || childAttr.getNlink() > 1 || isDir(childAttr)) {
-                localChanges.incrementAndGet();
-            }
         }
     }
 

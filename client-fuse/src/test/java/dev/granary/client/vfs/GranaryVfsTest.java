@@ -925,6 +925,40 @@ class GranaryVfsTest extends LocalClusterTestBase {
         }
     }
 
+    /**
+     * Regression (CI, LargeDirectoryFuseTest#linkPastTheLinkLimitFailsWithEmlink): an unlink of a
+     * name whose dentry this client did not hold (made elsewhere, or expired between the kernel's
+     * LOOKUP and UNLINK) left the inode's cached attributes as they were, so the file's other
+     * names showed the old nlink after this client's own unlink. The MDS now answers with the
+     * inode's new attributes.
+     */
+    @Test
+    void unlinkOfANameNotInTheCacheShowsTheNewLinkCountOnTheOtherNames() {
+        writeFile(vfs, dir + "/hl", random(3000, 7), 3000);
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(java.time.Duration.ofSeconds(30));
+        try (GranaryVfs c = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            assertEquals(1, c.getattr(ROOT, dir + "/hl").getNlink());
+            vfs.link(ROOT, dir + "/hl", dir + "/hl2"); // names c has never looked up
+            vfs.link(ROOT, dir + "/hl", dir + "/hl3");
+            vfs.link(ROOT, dir + "/hl", dir + "/hl4");
+            c.unlink(ROOT, dir + "/hl2");
+            assertEquals(3, c.getattr(ROOT, dir + "/hl").getNlink(), "nlink after c removed one of four names");
+            c.unlink(ROOT, dir + "/hl3");
+            assertEquals(2, c.getattr(ROOT, dir + "/hl").getNlink());
+            assertEquals(2, c.getattr(ROOT, dir + "/hl4").getNlink());
+            c.unlink(ROOT, dir + "/hl");
+            assertEquals(1, c.getattr(ROOT, dir + "/hl4").getNlink());
+            assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> c.getattr(ROOT, dir + "/hl")).status());
+            c.unlink(ROOT, dir + "/hl4");
+            assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> c.getattr(ROOT, dir + "/hl4")).status());
+            // rmdir of a directory c never looked up: the parent's nlink drops at once too.
+            long before = c.getattr(ROOT, dir).getNlink();
+            vfs.mkdir(ROOT, dir + "/sub", 0755);
+            c.rmdir(ROOT, dir + "/sub");
+            assertEquals(before, c.getattr(ROOT, dir).getNlink());
+        }
+    }
+
     @Test
     void stataheadAnswersALookupLoopFromOneDirectoryFetchAndKeepsOwnChangesVisible() {
         int n = 60;

@@ -128,11 +128,20 @@ public final class MdsClient implements AutoCloseable {
     }
 
     /**
-     * Removes a non-directory entry: ENOENT, EISDIR, EACCES, EPERM (sticky). Returns the parent's
-     * new attributes (mtime, ctime), or null when the MDS sent none.
+     * What an unlink or rmdir changed, as far as the MDS said: the directory's new attributes
+     * (mtime, ctime, nlink; null if not sent), and the removed inode's ({@code removed}: its new
+     * attributes while it still has a name, else its number with nlink 0; null if not sent).
      */
-    public Attr unlink(Caller c, long parent, byte[] name) {
-        return parentAttr(write(req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
+    public record Removed(Attr parent, Attr removed) {}
+
+    /** Removes a non-directory entry: ENOENT, EISDIR, EACCES, EPERM (sticky). */
+    public Removed unlink(Caller c, long parent, byte[] name) {
+        return removed(write(req(c).setUnlink(UnlinkRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
+    }
+
+    /** What an unlink or rmdir answered with ({@link Removed}); parts the MDS did not send are null. */
+    public static Removed removed(MdsResponse r, long parent) {
+        return new Removed(parentAttr(r, parent), r.hasRemovedAttr() ? r.getRemovedAttr() : null);
     }
 
     /** The parent's attributes an unlink or rmdir answered with, or null (an MDS that sends none). */
@@ -162,12 +171,9 @@ public final class MdsClient implements AutoCloseable {
         return write(b).getBatchList();
     }
 
-    /**
-     * Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. Returns the parent's new
-     * attributes (mtime, ctime, nlink), or null when the MDS sent none.
-     */
-    public Attr rmdir(Caller c, long parent, byte[] name) {
-        return parentAttr(write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
+    /** Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. */
+    public Removed rmdir(Caller c, long parent, byte[] name) {
+        return removed(write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);
     }
 
     /**

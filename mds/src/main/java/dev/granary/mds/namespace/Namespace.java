@@ -715,12 +715,12 @@ public final class Namespace {
 
     /**
      * Removes a non-directory entry (unlink(2)); the last link deletes the inode and sends its
-     * blocks to the GC queue.
+     * blocks to the GC queue. Returns the removed inode's attributes after the call ({@link #removedAttr}).
      *
      * @throws FsException ENOENT, EISDIR (a directory, or "." / ".."), ENOTDIR, EACCES, EPERM (sticky)
      */
-    public void unlink(Caller c, long parent, byte[] name, long now) {
-        unlink(c, parent, name, 0, now);
+    public Attr unlink(Caller c, long parent, byte[] name, long now) {
+        return unlink(c, parent, name, 0, now);
     }
 
     /**
@@ -728,7 +728,7 @@ public final class Namespace {
      * {@code expectIno} ({@code 0}: any): ENOENT when it names another (a deferred unlink must not
      * remove a file that replaced the one its caller saw).
      */
-    public void unlink(Caller c, long parent, byte[] name, long expectIno, long now) {
+    public Attr unlink(Caller c, long parent, byte[] name, long expectIno, long now) {
         requireWritable();
         InodeRecord p = dir(parent);
         checkNameSyntax(name);
@@ -752,6 +752,19 @@ public final class Namespace {
         MdsSchema.deleteDentry(txn, parent, name, epoch);
         dropLink(d.getIno(), now);
         touchDir(parent, now, 0);
+        return removedAttr(d.getIno());
+    }
+
+    /**
+     * The attributes of inode {@code ino} after an unlink or rmdir removed one of its names: its
+     * new ones (nlink, ctime) while it still has a name, else only its number with nlink 0. A
+     * client replaces what it cached of the inode with them, which it can do even when it never
+     * cached the removed name (other names of a hard-linked file show the new nlink at once).
+     */
+    private Attr removedAttr(long ino) {
+        InodeRecord left = findInode(ino);
+        return left != null && left.getNlink() > 0 && !isDir(left.getMode())
+                ? attr(ino, left) : Attr.newBuilder().setIno(ino).setNlink(0).build();
     }
 
     /**
@@ -759,8 +772,9 @@ public final class Namespace {
      *
      * @throws FsException ENOENT, ENOTDIR, ENOTEMPTY (also for ".."), EINVAL ("."), EBUSY (root),
      *     EACCES, EPERM (sticky)
+     * @return the removed directory's number, with nlink 0 ({@link #removedAttr})
      */
-    public void rmdir(Caller c, long parent, byte[] name, long now) {
+    public Attr rmdir(Caller c, long parent, byte[] name, long now) {
         requireWritable();
         InodeRecord p = dir(parent);
         checkNameSyntax(name);
@@ -789,6 +803,7 @@ public final class Namespace {
         MdsSchema.deleteDentry(txn, parent, name, epoch);
         destroyInode(d.getIno(), victim);
         touchDir(parent, now, -1);
+        return removedAttr(d.getIno());
     }
 
     // =============================================================================== rename

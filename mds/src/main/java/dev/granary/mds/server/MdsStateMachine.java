@@ -222,12 +222,15 @@ public final class MdsStateMachine implements KvApplier {
             }
             // Unlink, rmdir and rename answer with the parents' new attributes (mtime, ctime, nlink),
             // so a client keeps them cached instead of asking for them on its next path resolution.
+            // They also answer with the removed inode's new attributes (nlink), which the client
+            // caches for the file's other names even when it never looked up the removed one.
             case UNLINK -> {
-                ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(), r.getUnlink().getExpectIno(), now);
+                out.setRemovedAttr(ns.unlink(c, r.getUnlink().getParent(), r.getUnlink().getName().toByteArray(),
+                        r.getUnlink().getExpectIno(), now));
                 out.setAttr(ns.getattr(c, r.getUnlink().getParent()));
             }
             case RMDIR -> {
-                ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now);
+                out.setRemovedAttr(ns.rmdir(c, r.getRmdir().getParent(), r.getRmdir().getName().toByteArray(), now));
                 out.setAttr(ns.getattr(c, r.getRmdir().getParent()));
             }
             case RENAME -> {
