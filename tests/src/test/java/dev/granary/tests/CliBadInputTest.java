@@ -150,6 +150,29 @@ class CliBadInputTest {
     }
 
     /**
+     * A client whose write buffers and read windows (client.max_dirty + client.max_readahead)
+     * could take most of its heap refuses to mount, with one line that says what fits, before it
+     * connects to anything: under load it would end in OutOfMemoryError and a wedged mount.
+     */
+    @Test
+    void clientBuffersLargerThanTheHeap() throws Exception {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt"));
+        GranaryConfig c = GranaryConfig.localDefault(tmp.resolve("data"), mnt, MiniCluster.freeBase());
+        c.save(tmp.resolve("data/granary.yaml"));
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), List.of("-Xms512m", "-Xmx512m"),
+                "mount", "-c", tmp.resolve("data/granary.yaml").toString())) {
+            assertEquals(1, g.waitFor(60), g.transcript());
+            assertEquals(1, g.errorLines().size(), g.transcript());
+            String line = g.errorLines().get(0);
+            assertTrue(line.startsWith("granary: client.max_dirty 256MiB + client.max_readahead 256MiB do not fit the Java heap ("), line);
+            assertTrue(line.endsWith(" max; they may take 70% of it): lower them, or raise the heap, e.g. "
+                    + "GRANARY_JAVA_OPTS='-Xms768m -Xmx768m'"), line);
+            assertFalse(g.transcript().contains("\tat "), "no stack trace\n" + g.transcript());
+        }
+        assertNull(FuseMount.mountedFsType(mnt), "nothing mounted at " + mnt);
+    }
+
+    /**
      * Config files that are not configs: one line each naming the problem. Regression: Jackson's
      * own messages ("No content to map due to end-of-input", "Cannot deserialize value of type
      * `java.lang.String` from Array value"), and "not found" for a directory that exists.

@@ -71,7 +71,8 @@ class SeparateProcessesTest {
             GranaryProcess oss = GranaryProcess.start(tmp, Map.of(), "oss", "-c", conf.toString(), "--id", "oss1");
             procs.add(oss);
             assertTrue(oss.awaitLine("granary oss oss1 serving", 120), oss.transcript());
-            GranaryProcess mount = GranaryProcess.start(tmp, Map.of(), "mount", "-c", conf.toString());
+            // The heap the launcher gives `granary mount`: the default buffers must fit it.
+            GranaryProcess mount = GranaryProcess.start(tmp, Map.of(), List.of("-Xms768m", "-Xmx768m"), "mount", "-c", conf.toString());
             procs.add(mount);
             assertTrue(mount.awaitLine("granary mounted at", 120), mount.transcript());
 

@@ -141,6 +141,26 @@ public final class Nodes {
     }
 
     /**
+     * Refuses to mount a client whose write buffers ({@code client.max_dirty}) and read windows
+     * ({@code client.max_readahead}) could together take more than 70% of this JVM's maximum
+     * heap: both fill under load (a checkpoint write, many sequential readers), and the rest of
+     * the heap holds the dentry and attribute caches, FUSE requests and RPC buffers. Past it the
+     * client ends in OutOfMemoryError and a wedged mount instead of slowing down.
+     *
+     * @throws UserError naming both sizes, the heap, and a heap that fits them
+     */
+    public static void checkClientBuffersFitHeap(GranaryConfig cfg) {
+        long buffers = Sizes.parseBytes(cfg.client.maxDirty) + Sizes.parseBytes(cfg.client.maxReadahead);
+        long heap = Runtime.getRuntime().maxMemory();
+        if (buffers > heap / 10 * 7) {
+            long needMiB = ((buffers / 7 * 10 >> 20) / 256 + 1) * 256; // the next 256 MiB step that fits
+            throw new UserError("client.max_dirty " + cfg.client.maxDirty + " + client.max_readahead " + cfg.client.maxReadahead
+                    + " do not fit the Java heap (" + Sizes.format(heap) + " max; they may take 70% of it): lower them, "
+                    + "or raise the heap, e.g. GRANARY_JAVA_OPTS='-Xms" + needMiB + "m -Xmx" + needMiB + "m'");
+        }
+    }
+
+    /**
      * The read cache of each of {@code ossInThisJvm} OSSes: {@code oss_cache}, or less when those
      * caches together would take more than 60% of this JVM's maximum heap (bytes).
      */
@@ -251,9 +271,11 @@ public final class Nodes {
     /**
      * Mounts the filesystem at {@code mountPoint}.
      *
-     * @throws UserError when the mount point is unusable or the mount fails
+     * @throws UserError when the mount point is unusable, the client's buffers do not fit the heap
+     *     ({@link #checkClientBuffersFitHeap}), or the mount fails
      */
     public static Client mount(GranaryConfig cfg, Path mountPoint) {
+        checkClientBuffersFitHeap(cfg);
         MdsClient mds = mdsClient(cfg);
         OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList(), dev.granary.oss.OssConfig.DEFAULT_MAX_MESSAGE_BYTES,
                 OssClient.DEFAULT_MAX_ATTEMPTS, Sizes.parseDuration(cfg.client.ioTimeout));
