@@ -100,17 +100,18 @@ public class GranaryFuse extends PooledFuseFS {
 
     /** Runs one operation: builds the caller, maps FsException to -errno and any other Throwable to -EIO. */
     private int call(String op, String path, Op body) {
+        Caller c = null;
         try {
-            Caller c = caller();
+            c = caller();
             return body.run(c);
         } catch (FsException e) {
             if (LOG.isDebugEnabled()) {
                 LOG.debug("{} {}: {}", op, path, e.getMessage());
             }
-            if (e.status() == Status.ENOENT && servingRequestOnNode()) {
+            if (e.status() == Status.ENOENT && c != null && servingRequestOnNode()) {
                 // the kernel walks the path again (ESTALE): its lookup must ask the MDS, not
                 // find the name in this client's cache (another client removed the file)
-                vfs.forgetName(path);
+                vfs.forgetName(c, path);
             }
             return -e.errno();
         } catch (Throwable t) {
@@ -448,7 +449,7 @@ public class GranaryFuse extends PooledFuseFS {
                 if (e.status() == Status.ENOENT) {
                     // the kernel found the old name, which this client had cached for a file
                     // another client has since removed: ESTALE, and linkat(2) walks again
-                    vfs.forgetName(oldpath);
+                    vfs.forgetName(c, oldpath);
                     return -ErrorCodes.ESTALE();
                 }
                 throw e;

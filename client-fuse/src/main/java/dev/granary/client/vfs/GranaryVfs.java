@@ -1094,21 +1094,28 @@ public final class GranaryVfs implements AutoCloseable {
     /**
      * Drops this client's cached entry of the last name of {@code path} and the attributes of its
      * inode, so that the next lookup of the name asks the MDS: called when a call on the inode
-     * the name led to found it gone (ENOENT), e.g. removed by another client within the cache
-     * timeout. Walks only cached entries; does nothing when the path is not cached.
+     * the name led to found it gone (ENOENT), e.g. removed or replaced by another client within
+     * the cache timeout. The directory is resolved as a lookup does (from the cache, else from the
+     * MDS); does nothing when that fails (the name cannot be reached through this path anyway).
+     * Regression: it walked only cached entries, so when the directory's entry expired during the
+     * failed call (about 1 in 100 calls, a Raft round trip against a 1 s timeout), the file's
+     * entry stayed, the kernel's retry found the same removed inode, and chmod, truncate or link
+     * failed with ESTALE.
      */
-    public void forgetName(String path) {
+    public void forgetName(Caller c, String path) {
         List<String> comps = components(path);
         if (comps.isEmpty()) {
             return;
         }
-        long dir = MdsClient.ROOT_INO;
-        for (int i = 0; i < comps.size() - 1; i++) {
-            Long ino = dentries.getIfPresent(new DentryKey(dir, comps.get(i)));
-            if (ino == null) {
-                return;
+        long dir;
+        try {
+            Attr cur = attrOf(c, MdsClient.ROOT_INO);
+            for (int i = 0; i < comps.size() - 1; i++) {
+                cur = lookupIn(c, cur, comps.get(i));
             }
-            dir = ino;
+            dir = cur.getIno();
+        } catch (FsException e) {
+            return;
         }
         DentryKey k = new DentryKey(dir, comps.get(comps.size() - 1));
         Long ino = dentries.getIfPresent(k);
