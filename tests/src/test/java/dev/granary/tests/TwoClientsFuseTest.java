@@ -386,6 +386,54 @@ class TwoClientsFuseTest {
     }
 
     /**
+     * A link count changed on one mount through one name shows on that mount's other names at
+     * once, also when its kernel cached the file's attributes while the file had one name, and
+     * another client linked it since (helper-found: 133 stale stats in 200 before). Mount L keeps
+     * attributes for 30 s, so every stat below is inside the kernel's cache window. For each call
+     * that changes nlink (unlink, rename over a name, link), L stats {@code f} (nlink 1, cached),
+     * B links {@code f} twice, L makes the change through another name, and L's stat of
+     * {@code f} must show the new count.
+     */
+    @Test
+    void aLinkCountChangedThroughOneNameShowsOnTheOtherNamesAtOnce() throws Exception {
+        var client = cluster.cluster().config().client;
+        String before = client.attrTimeout;
+        Path mntL = tmp.resolve("long-attr");
+        try {
+            client.attrTimeout = "30s";
+            cluster.mount(mntL);
+        } finally {
+            client.attrTimeout = before;
+        }
+        Files.createDirectory(mntB.resolve("nlink"));
+        record Change(String call, int expected, IoAction onL) {}
+        List<Change> changes = List.of(
+                new Change("unlink", 2, f -> Files.delete(f.resolveSibling(f.getFileName() + ".g"))),
+                new Change("rename over a name", 2, f -> {
+                    Path x = f.resolveSibling(f.getFileName() + ".x");
+                    Files.write(x, new byte[] {1});
+                    Files.move(x, f.resolveSibling(f.getFileName() + ".g"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+                }),
+                new Change("link", 4, f -> Files.createLink(f.resolveSibling(f.getFileName() + ".k"), f.resolveSibling(f.getFileName() + ".g"))));
+        Map<String, Object> expected = new TreeMap<>();
+        Map<String, Object> seen = new TreeMap<>();
+        int n = 0;
+        for (Change ch : changes) {
+            String name = "nlink/f" + n++;
+            Path onB = mntB.resolve(name);
+            Path onL = mntL.resolve(name);
+            Files.write(onB, random(100, n));
+            assertEquals(1, Files.getAttribute(onL, "unix:nlink"), ch.call + ": L's first stat");
+            Files.createLink(onB.resolveSibling(onB.getFileName() + ".g"), onB);
+            Files.createLink(onB.resolveSibling(onB.getFileName() + ".h"), onB);
+            ch.onL.run(onL);
+            expected.put(ch.call, ch.expected);
+            seen.put(ch.call, Files.getAttribute(onL, "unix:nlink"));
+        }
+        assertEquals(expected, seen, "nlink of another name on L after each call on L");
+    }
+
+    /**
      * A writer process: appends {@code n} records of {@code size} bytes to a file with
      * O_APPEND, one write(2) each ("WW:SSSSSS:" + the writer's letter repeated + newline);
      * mode "keep" keeps one descriptor (fsync every {@code every} records, 0 never), mode

@@ -355,13 +355,24 @@ public class GranaryFuse extends PooledFuseFS {
                         hiddenUnlinks.put(ino, new HiddenUnlink(path, c));
                         return 0;
                     }
-                    vfs.unlink(c, path);
+                    unlinkName(c, path);
                 }
                 return 0;
             }
-            vfs.unlink(c, path);
+            unlinkName(c, path);
             return 0;
         });
+    }
+
+    /**
+     * Removes {@code path} ({@link GranaryVfs#unlink}); when the file keeps other names, makes the
+     * kernel forget the attributes it cached for them, whose st_nlink changed.
+     */
+    private void unlinkName(Caller c, String path) {
+        Attr left = vfs.unlink(c, path);
+        if (left != null) {
+            invalidateKernelAttributesOfInode(left.getIno());
+        }
     }
 
     @Override
@@ -403,7 +414,10 @@ public class GranaryFuse extends PooledFuseFS {
         String oldpath = Names.fromNative(nativeOldpath, LATIN1);
         String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("rename", oldpath, c -> {
-            vfs.rename(c, oldpath, newpath, 0); // libfuse2's rename has no renameat2 flags
+            Attr replaced = vfs.rename(c, oldpath, newpath, 0); // libfuse2's rename has no renameat2 flags
+            if (replaced != null) {
+                invalidateKernelAttributesOfInode(replaced.getIno()); // its other names' st_nlink changed
+            }
             return 0;
         });
     }
@@ -443,8 +457,9 @@ public class GranaryFuse extends PooledFuseFS {
             if (nodeIsAnotherFile(c, oldpath)) {
                 return -ErrorCodes.ESTALE(); // the kernel's old node is a file another client replaced
             }
+            Attr linked;
             try {
-                vfs.link(c, oldpath, newpath);
+                linked = vfs.link(c, oldpath, newpath);
             } catch (FsException e) {
                 if (e.status() == Status.ENOENT) {
                     // the kernel found the old name, which this client had cached for a file
@@ -454,7 +469,10 @@ public class GranaryFuse extends PooledFuseFS {
                 }
                 throw e;
             }
-            invalidateKernelAttributesOfRequestFile(); // the old name's st_nlink changed
+            // the st_nlink of the old name, and of any other name the kernel holds, changed
+            if (invalidateKernelAttributesOfInode(linked.getIno()) == 0) {
+                invalidateKernelAttributesOfRequestFile();
+            }
             return 0;
         });
     }
@@ -596,7 +614,7 @@ public class GranaryFuse extends PooledFuseFS {
                 synchronized (hiddenLock(h.path())) {
                     if (!vfs.hasOpenHandles(ino) && hiddenUnlinks.remove(ino, h)) {
                         try {
-                            vfs.unlink(h.caller(), h.path());
+                            unlinkName(h.caller(), h.path());
                         } catch (FsException e) {
                             LOG.warn("removing the hidden name {} of inode {} after its last close failed: {}", h.path(), ino, e.getMessage());
                         }

@@ -102,6 +102,16 @@ final class NodeVersions {
     }
 
     /**
+     * The kernel nodes that show inode {@code ino}: one per name of it the kernel holds (libfuse2
+     * gives each name its own node), and the nodes kept for descriptors of it. A scan of every
+     * tracked node, for the rare calls that change a file's link count through one of several
+     * names.
+     */
+    synchronized long[] nodesShowing(long ino) {
+        return held.entrySet().stream().filter(e -> e.getValue().ino == ino).mapToLong(Map.Entry::getKey).toArray();
+    }
+
+    /**
      * The kernel forgot {@code lookups} lookups of {@code kernelNode} (FORGET, BATCH_FORGET);
      * returns the libfuse node id to forward them to (as {@link #toLibfuse}).
      */

@@ -318,6 +318,36 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
+     * Makes the kernel forget the attributes it cached for every node showing inode {@code ino}
+     * (each of its names, {@link NodeVersions#nodesShowing}), as
+     * {@link #invalidateKernelAttributesOfRequestFile} does for the request's own node. For an
+     * unlink, or a rename over a name, of a file with other names left: their st_nlink changed,
+     * and a node may hold attributes cached while the file had one name (another client linked it
+     * since), which Linux does not drop, as it only updates the node of the removed name.
+     *
+     * @return how many nodes the kernel invalidated; 0 without node tracking (no send hook)
+     */
+    protected final int invalidateKernelAttributesOfInode(long ino) {
+        NodeVersions v = versions;
+        LibFuseSession lib = session;
+        Pointer ch = channel;
+        if (v == null || lib == null || ch == null) {
+            return 0;
+        }
+        int done = 0;
+        for (long nodeid : v.nodesShowing(ino)) {
+            int r = lib.fuse_lowlevel_notify_inval_inode(ch, nodeid, -1, 0);
+            if (r == 0) {
+                done++;
+            } else if (r != -ENOENT && invalFailureLogged.compareAndSet(false, true)) {
+                // ENOENT: the kernel evicted that node meanwhile, and its FORGET is on the way
+                LOG.warn("the kernel refused to invalidate cached attributes (errno {}): stats may see attributes cached up to attr_timeout ago", -r);
+            }
+        }
+        return done;
+    }
+
+    /**
      * A reply of ENOENT to a request on a node the kernel holds (GETATTR, OPEN, ...) becomes
      * ESTALE. The kernel found that node through a name; by the time libfuse2's path API served
      * the request, a rename over the name, or an unlink, on this mount had left the node without

@@ -728,8 +728,11 @@ public final class GranaryVfs implements AutoCloseable {
      * one name and no handle open here, in a directory the caller may write and search and that is
      * not sticky, is removed here at once and at the MDS in the background ({@link DeferredUnlinks});
      * anything else (or anything unsure) goes to the MDS before returning.
+     *
+     * @return the file's attributes after the removal when it still has a name (nlink &gt; 0: a
+     *         hard link's other names show the new nlink), else null
      */
-    public void unlink(Caller c, String path) {
+    public Attr unlink(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         DentryKey key = new DentryKey(pn.parent.getIno(), pn.name);
         Long child = dentries.getIfPresent(key);
@@ -748,10 +751,10 @@ public final class GranaryVfs implements AutoCloseable {
                     attrs.put(p.getIno(), cached.toBuilder().setMtimeNs(Math.max(cached.getMtimeNs(), now))
                             .setCtimeNs(Math.max(cached.getCtimeNs(), now)).build());
                 }
-                return;
+                return null;
             }
         }
-        removed(pn, child, mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name)));
+        return removed(pn, child, mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name)));
     }
 
     /**
@@ -777,8 +780,12 @@ public final class GranaryVfs implements AutoCloseable {
     /**
      * rename(2)/renameat2 with {@link MdsClient#RENAME_NOREPLACE} / {@link MdsClient#RENAME_EXCHANGE}
      * flags: atomic in the MDS. ENOENT, EEXIST (NOREPLACE), ENOTEMPTY, EISDIR, ENOTDIR, EINVAL (into itself).
+     *
+     * @return the new attributes of the file that was at {@code to} when it still has a name (a
+     *         hard link's other names show the new nlink; with RENAME_EXCHANGE, the file now at
+     *         {@code from}), else null
      */
-    public void rename(Caller c, String from, String to, int flags) {
+    public Attr rename(Caller c, String from, String to, int flags) {
         ParentName src = parentOf(c, from);
         ParentName dst = parentOf(c, to);
         DentryKey sk = new DentryKey(src.parent.getIno(), src.name);
@@ -811,7 +818,7 @@ public final class GranaryVfs implements AutoCloseable {
             attrs.invalidate(d);
         }
         if (r.moved() == null) {
-            return;
+            return null;
         }
         attrs.put(r.moved().getIno(), r.moved());
         dentries.put(dk, r.moved().getIno());
@@ -820,7 +827,9 @@ public final class GranaryVfs implements AutoCloseable {
             if ((flags & MdsClient.RENAME_EXCHANGE) != 0) {
                 dentries.put(sk, r.replaced().getIno());
             }
+            return r.replaced().getNlink() > 0 ? r.replaced() : null;
         }
+        return null;
     }
 
     /** symlink(2): a link at {@code linkPath} pointing to {@code target}. EEXIST, ENOENT, EACCES, ENAMETOOLONG. */
@@ -900,12 +909,16 @@ public final class GranaryVfs implements AutoCloseable {
      * otherwise; the directory's attributes become {@code r.parent()} (mtime, ctime, nlink), or
      * are dropped when the MDS sent none. As for {@link #entryAdded}: dropping them cost the next
      * path resolution a lookup of the directory at the MDS (a Raft read per file of an {@code rm -r}).
+     *
+     * @return the child's attributes when it has a name left, else null
      */
-    private void removed(ParentName pn, Long child, MdsClient.Removed r) {
+    private Attr removed(ParentName pn, Long child, MdsClient.Removed r) {
         Attr left = r.removed();
+        Attr kept = null;
         if (left != null && left.getNlink() > 0) {
             forgetRemoved(new DentryKey(pn.parent.getIno(), pn.name), left.getIno(), left);
             attrs.put(left.getIno(), left);
+            kept = left;
         } else {
             Long ino = left != null ? Long.valueOf(left.getIno()) : child;
             forgetRemoved(new DentryKey(pn.parent.getIno(), pn.name), ino, ino == null ? null : attrs.getIfPresent(ino));
@@ -915,6 +928,7 @@ public final class GranaryVfs implements AutoCloseable {
         } else {
             attrs.invalidate(pn.parent.getIno());
         }
+        return kept;
     }
 
     /**

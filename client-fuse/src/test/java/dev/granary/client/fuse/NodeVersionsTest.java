@@ -1,5 +1,6 @@
 package dev.granary.client.fuse;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -25,6 +26,20 @@ class NodeVersionsTest {
         assertNotEquals(second, third);
         assertEquals(-1, v.inoOf(8), "an untracked node");
         assertEquals(8, v.toLibfuse(8), "ids libfuse gave pass through");
+    }
+
+    @Test
+    void everyNameAndVersionNodeOfAnInodeIsFoundUntilForgotten() {
+        NodeVersions v = new NodeVersions();
+        v.onEntry(7, 100); // name f
+        v.onEntry(8, 100); // name g, a hard link of f: libfuse2 gives it its own node
+        v.onEntry(9, 200);
+        long replaced = v.onEntry(9, 100); // name h now holds inode 100 too (another client's rename)
+        assertArrayEquals(new long[] {7, 8, replaced}, java.util.Arrays.stream(v.nodesShowing(100)).sorted().toArray());
+        assertArrayEquals(new long[] {9}, v.nodesShowing(200), "the node kept for the old file behind h");
+        v.forget(8, 1);
+        assertArrayEquals(new long[] {7, replaced}, java.util.Arrays.stream(v.nodesShowing(100)).sorted().toArray());
+        assertArrayEquals(new long[0], v.nodesShowing(300));
     }
 
     @Test
