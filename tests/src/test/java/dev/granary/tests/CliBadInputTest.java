@@ -150,6 +150,39 @@ class CliBadInputTest {
     }
 
     /**
+     * The launcher's own heap flags (-Xms = -Xmx = a quarter of RAM, at most 3 GiB) give way to a
+     * heap size in GRANARY_JAVA_OPTS, and one given alone fixes both. Regression: -Xmx300m alone
+     * clashed with the launcher's -Xms3072m and the JVM refused to start ("Initial heap size set
+     * to a larger value than the maximum heap size"), not a granary line.
+     */
+    @Test
+    void aHeapSizeGivenAloneInGranaryJavaOptsFixesTheHeap() throws Exception {
+        Path launcher = Path.of("..").toAbsolutePath().normalize().resolve("granary");
+        assertTrue(Files.isExecutable(launcher), launcher + " is the launcher");
+        record Case(String opts, long initial, long max) {}
+        long mib = 1 << 20;
+        for (Case c : List.of(new Case("-Xmx320m", 320 * mib, 320 * mib), new Case("-Xms640m", 640 * mib, 640 * mib),
+                new Case("-Xms320m -Xmx640m", 320 * mib, 640 * mib))) {
+            ProcessBuilder pb = new ProcessBuilder("bash", launcher.toString(), "--version").redirectErrorStream(true);
+            pb.environment().put("GRANARY_JAVA_OPTS", c.opts + " -XX:+PrintFlagsFinal");
+            Process p = pb.start();
+            String out = new String(p.getInputStream().readAllBytes());
+            assertTrue(p.waitFor(300, java.util.concurrent.TimeUnit.SECONDS));
+            assertEquals(0, p.exitValue(), c.opts + ":\n" + out);
+            assertTrue(out.contains("granary "), out);
+            assertEquals(c.initial, heapFlag(out, "InitialHeapSize"), c.opts);
+            assertEquals(c.max, heapFlag(out, "MaxHeapSize"), c.opts);
+        }
+    }
+
+    /** The value of a size_t flag in {@code -XX:+PrintFlagsFinal} output. */
+    private static long heapFlag(String flags, String name) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("size_t " + name + " += (\\d+)").matcher(flags);
+        assertTrue(m.find(), name + " in\n" + flags);
+        return Long.parseLong(m.group(1));
+    }
+
+    /**
      * A client whose write buffers and read windows (client.max_dirty + client.max_readahead)
      * could take most of its heap refuses to mount, with one line that says what fits, before it
      * connects to anything: under load it would end in OutOfMemoryError and a wedged mount.
