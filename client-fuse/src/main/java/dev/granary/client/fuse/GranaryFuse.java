@@ -370,7 +370,7 @@ public class GranaryFuse extends PooledFuseFS {
      */
     private void unlinkName(Caller c, String path) {
         Attr left = vfs.unlink(c, path);
-        if (left != null) {
+        if (left != null && kernelAttrs.mayHold(left.getIno())) {
             invalidateKernelAttributesOfInode(left.getIno());
         }
     }
@@ -415,7 +415,7 @@ public class GranaryFuse extends PooledFuseFS {
         String newpath = Names.fromNative(nativeNewpath, LATIN1);
         return call("rename", oldpath, c -> {
             Attr replaced = vfs.rename(c, oldpath, newpath, 0); // libfuse2's rename has no renameat2 flags
-            if (replaced != null) {
+            if (replaced != null && kernelAttrs.mayHold(replaced.getIno())) {
                 invalidateKernelAttributesOfInode(replaced.getIno()); // its other names' st_nlink changed
             }
             return 0;
@@ -470,7 +470,7 @@ public class GranaryFuse extends PooledFuseFS {
                 throw e;
             }
             // the st_nlink of the old name, and of any other name the kernel holds, changed
-            if (invalidateKernelAttributesOfInode(linked.getIno()) == 0) {
+            if (!kernelAttrs.mayHold(linked.getIno()) || invalidateKernelAttributesOfInode(linked.getIno()) == 0) {
                 invalidateKernelAttributesOfRequestFile();
             }
             return 0;

@@ -23,8 +23,12 @@ import java.util.Objects;
  * has passed. An unknown inode is invalidated at open, as before this class.
  */
 final class KernelAttrs {
-    /** One inode's last reply, and from when (System.nanoTime) no other attributes can be in the kernel. */
-    private record Seen(Attr attr, long soleAfterNanos) {}
+    /**
+     * One inode's last reply; from when (System.nanoTime) no other attributes can be in the
+     * kernel; until when a reply that let the kernel cache them (one name, not a directory:
+     * {@link PooledFuseFS#limitAttributeCaching}) can still be there.
+     */
+    private record Seen(Attr attr, long soleAfterNanos, long cachedUntilNanos) {}
 
     private final Cache<Long, Seen> seen;
     private final long windowNanos;
@@ -40,13 +44,32 @@ final class KernelAttrs {
     /** Notes that a reply carrying {@code a} goes to the kernel now. */
     void replied(Attr a) {
         long now = System.nanoTime();
-        seen.asMap().merge(a.getIno(), new Seen(a, now), (old, mine) -> new Seen(a,
-                a.equals(old.attr()) ? old.soleAfterNanos() : now + windowNanos));
+        long cachedUntil = cacheable(a) ? now + windowNanos : now; // now: already past
+        seen.asMap().merge(a.getIno(), new Seen(a, now, cachedUntil), (old, mine) -> new Seen(a,
+                a.equals(old.attr()) ? old.soleAfterNanos() : now + windowNanos,
+                cacheable(a) ? cachedUntil : old.cachedUntilNanos()));
+    }
+
+    /** Whether the kernel may keep a reply carrying {@code a} (see {@link PooledFuseFS#limitAttributeCaching}). */
+    private static boolean cacheable(Attr a) {
+        return a.getNlink() <= 1 || (a.getMode() & 0170000) == 0040000;
     }
 
     /** Forgets inode {@code ino} (this client writes it): for a while, opens make the kernel forget its attributes. */
     void forget(long ino) {
-        seen.put(ino, new Seen(null, System.nanoTime() + windowNanos));
+        long now = System.nanoTime();
+        seen.asMap().merge(ino, new Seen(null, now + windowNanos, now + windowNanos),
+                (old, mine) -> new Seen(null, now + windowNanos, old.cachedUntilNanos()));
+    }
+
+    /**
+     * Whether the kernel may still hold attributes of inode {@code ino} from a reply of this mount
+     * (one that let it cache them, within the last {@code 2 x attr_timeout + 1 s}); false lets a
+     * call that changed the file skip telling the kernel to forget them.
+     */
+    boolean mayHold(long ino) {
+        Seen s = seen.getIfPresent(ino);
+        return s != null && s.cachedUntilNanos() - System.nanoTime() > 0;
     }
 
     /** Whether the kernel can hold no attributes of {@code fresh}'s inode from this mount but {@code fresh}. */

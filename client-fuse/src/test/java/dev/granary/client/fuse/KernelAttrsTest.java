@@ -36,6 +36,26 @@ class KernelAttrsTest {
         assertTrue(k.holds(attr(7, 12)));
     }
 
+    @Test
+    void mayHoldOnlyWithinTheWindowOfAReplyTheKernelCouldKeep() throws InterruptedException {
+        KernelAttrs k = new KernelAttrs(Duration.ofMillis(100)); // window: 1.2 s
+        Attr one = attr(7, 10);
+        Attr three = one.toBuilder().setNlink(3).build();
+        assertFalse(k.mayHold(7), "nothing replied");
+        k.replied(three);
+        assertFalse(k.mayHold(7), "a file with three names: the reply told the kernel to keep nothing");
+        k.replied(one);
+        k.replied(three);
+        k.forget(7);
+        assertTrue(k.mayHold(7), "the one-name reply may still be in the kernel, after later replies and a write");
+        Thread.sleep(1300);
+        k.replied(three);
+        assertFalse(k.mayHold(7), "past the window of the one-name reply");
+        Attr dir = Attr.newBuilder().setIno(9).setMode(040755).setNlink(5).build();
+        k.replied(dir);
+        assertTrue(k.mayHold(9), "directories are cached whatever their nlink");
+    }
+
     /** Replies {@code a} every 50 ms for {@code ms} milliseconds. */
     private static void repeatFor(KernelAttrs k, Attr a, long ms) throws InterruptedException {
         long end = System.nanoTime() + ms * 1_000_000;
