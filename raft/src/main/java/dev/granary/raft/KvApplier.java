@@ -37,6 +37,13 @@ public interface KvApplier {
      */
     byte[] apply(long logIndex, byte[] request, KvTxn txn);
 
+    /**
+     * Called each time the state machine opens the database later {@link #apply} calls write to
+     * (at start, and when a snapshot Ratis installed replaces it). An applier that remembers a fact
+     * about the database's content, to skip reading it on every entry, forgets it here.
+     */
+    default void databaseOpened() {}
+
     /** Answers a read-only request against a consistent view. */
     byte[] query(byte[] request, KvReader reader);
 }

@@ -126,6 +126,7 @@ public final class KvStateMachine extends BaseStateMachine {
             opened = RocksKv.open(dbDir, applier.columnFamilies(), syncCommits);
         }
         kv = opened;
+        applier.databaseOpened();
         if (opened.lastAppliedIndex() >= 0) {
             setLastAppliedTermIndex(TermIndex.valueOf(opened.lastAppliedTerm(), opened.lastAppliedIndex()));
         } else if (snap != null) {
@@ -419,6 +420,7 @@ public final class KvStateMachine extends BaseStateMachine {
             }
             RocksKv opened = RocksKv.open(storage.dbDir(), applier.columnFamilies(), syncCommits);
             kv = opened;
+            applier.databaseOpened();
             TermIndex ti = opened.lastAppliedIndex() >= 0
                     ? TermIndex.valueOf(opened.lastAppliedTerm(), opened.lastAppliedIndex()) : null;
             if (snap != null && (ti == null || ti.getIndex() < snap.getIndex())) {

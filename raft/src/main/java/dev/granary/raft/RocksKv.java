@@ -17,6 +17,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.rocksdb.BlockBasedTableConfig;
+import org.rocksdb.BloomFilter;
 import org.rocksdb.BuiltinComparator;
 import org.rocksdb.Checkpoint;
 import org.rocksdb.ColumnFamilyDescriptor;
@@ -82,11 +83,14 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
     /** Block cache shared by all column families of one database, bytes. */
     private static final long BLOCK_CACHE_BYTES = 32L << 20;
+    /** Filter policy of every database's SST files (immutable, shared, kept for the JVM's life). */
+    private static final BloomFilter BLOOM;
     /** Memtable size per column family, bytes. */
     private static final long WRITE_BUFFER_BYTES = 16L << 20;
 
     static {
         RocksDB.loadLibrary();
+        BLOOM = new BloomFilter(10);
     }
 
     private final Path dir;
@@ -177,10 +181,18 @@ public final class RocksKv implements KvReader, AutoCloseable {
         BlockBasedTableConfig table = new BlockBasedTableConfig()
                 .setBlockCache(cache)
                 .setBlockSize(16 * 1024)
+                // 10 bits per key (~1% false positives): a point read of an absent key, as every
+                // applied entry's look for an earlier reply of its call is, skips SST files
+                // without reading their index and data blocks
+                .setFilterPolicy(BLOOM)
                 .setCacheIndexAndFilterBlocks(true);
         ColumnFamilyOptions cfo = new ColumnFamilyOptions()
                 .setComparator(BuiltinComparator.BYTEWISE_COMPARATOR)
                 .setWriteBufferSize(WRITE_BUFFER_BYTES)
+                // the same for the memtables (5% of their size): the look for an earlier reply
+                // took 3.7% of a create's CPU with the keys in the memtable, 2.4% with this
+                .setMemtablePrefixBloomSizeRatio(0.05)
+                .setMemtableWholeKeyFiltering(true)
                 .setMaxWriteBufferNumber(2)
                 .setTableFormatConfig(table);
         DBOptions dbo = new DBOptions()

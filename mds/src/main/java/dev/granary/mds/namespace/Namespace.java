@@ -379,13 +379,18 @@ public final class Namespace {
 
     /**
      * Creates the root directory (inode 1, mode 0755 | S_IFDIR, uid 0, gid 0, default layout) if
-     * it does not exist, with all times = {@code now}. Called at the start of every applied entry.
+     * it does not exist, with all times = {@code now}. Called at the start of an applied entry
+     * until the root is found.
+     *
+     * @return true if the root existed already, false if this call made it
      */
-    public void ensureRoot(long now) {
+    public boolean ensureRoot(long now) {
         requireWritable();
         if (MdsSchema.getInode(txn, ROOT, epoch) == null) {
             putInode(ROOT, initialRoot(now));
+            return false;
         }
+        return true;
     }
 
     // =============================================================================== reads

@@ -29,8 +29,22 @@ import org.slf4j.LoggerFactory;
 public final class MdsStateMachine implements KvApplier {
     private static final Logger log = LoggerFactory.getLogger(MdsStateMachine.class);
 
-    /** Creates the state machine (stateless: all state is in the database). */
+    /**
+     * Whether the database applied to holds the root inode (it is never removed once made), so
+     * that an entry need not look it up: the lookup (a versioned RocksDB seek) was 14% of the CPU
+     * of applying a create (4% of a quickstart's CPU in a create loop). Set when an entry finds the root; cleared by
+     * {@link #databaseOpened}.
+     */
+    private volatile boolean rootKnown;
+
+    /** Creates the state machine; all state is in the database. */
     public MdsStateMachine() {}
+
+    /** The database was opened or replaced by a snapshot: its root is looked up again. */
+    @Override
+    public void databaseOpened() {
+        rootKnown = false;
+    }
 
     /** The MDS column families ({@link MdsSchema#COLUMN_FAMILIES}). */
     @Override
@@ -77,11 +91,13 @@ public final class MdsStateMachine implements KvApplier {
         return applyOne(logIndex, r, txn).toByteArray();
     }
 
-    private static MdsResponse applyOne(long logIndex, MdsRequest r, KvTxn txn) {
+    private MdsResponse applyOne(long logIndex, MdsRequest r, KvTxn txn) {
         BufferedTxn buf = new BufferedTxn(txn);
         try {
             Namespace ns = Namespace.live(buf);
-            ns.ensureRoot(r.getNowNs());
+            if (!rootKnown && ns.ensureRoot(r.getNowNs())) {
+                rootKnown = true;
+            }
             MdsResponse resp = dispatch(ns, r, true);
             buf.flushTo(txn);
             return resp;
