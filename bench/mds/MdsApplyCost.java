@@ -25,6 +25,8 @@ import java.util.UUID;
 public class MdsApplyCost {
     /** Entries between two checkpoints, as the MDS's default snapshot_threshold. */
     static final long SNAPSHOT_EVERY = 10_000;
+    /** Entries between two looks for expired calls: KvStateMachine.FORGET_EVERY (1 before 2026-12-03). */
+    static final long FORGET_EVERY = Long.getLong("forgetEvery", 16);
 
     public static void main(String[] args) throws Exception {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 10_000;
@@ -68,7 +70,7 @@ public class MdsApplyCost {
         }
         KvTxn t = kv.newTxn();
         byte[] reply = sm.apply(i, r.setNowNs(now).build().toByteArray(), t);
-        kv.commit(t, 1, i, new RocksKv.Call(callId, now, reply), now - 120_000_000_000L);
+        kv.commit(t, 1, i, new RocksKv.Call(callId, now, reply), i % FORGET_EVERY == 0 ? now - 120_000_000_000L : Long.MIN_VALUE);
         MdsResponse resp = MdsResponse.parseFrom(reply);
         if (resp.getStatus() != Status.OK) {
             throw new IllegalStateException("entry " + i + ": " + resp.getStatus() + " " + resp.getMessage());
