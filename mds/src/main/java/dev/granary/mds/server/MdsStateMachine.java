@@ -32,8 +32,8 @@ public final class MdsStateMachine implements KvApplier {
     /**
      * Whether the database applied to holds the root inode (it is never removed once made), so
      * that an entry need not look it up: the lookup (a versioned RocksDB seek) was 14% of the CPU
-     * of applying a create (4% of a quickstart's CPU in a create loop). Set when an entry finds the root; cleared by
-     * {@link #databaseOpened}.
+     * of applying a create, 4% of a quickstart's CPU in a create loop. Set when an entry finds
+     * the root; cleared by {@link #databaseOpened}.
      */
     private volatile boolean rootKnown;
 
