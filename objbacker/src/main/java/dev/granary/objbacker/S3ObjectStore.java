@@ -107,13 +107,16 @@ public final class S3ObjectStore implements ObjectStore {
                 .region(Region.of(c.region()))
                 .credentialsProvider(StaticCredentialsProvider.create(AwsBasicCredentials.create(c.accessKey(), c.secretKey())))
                 .forcePathStyle(c.pathStyle())
+                // No SHA-256 of each PUT body over http to a loopback S3 server (the embedded one):
+                // LoopbackPayloadSigning.
+                .putAuthScheme(LoopbackPayloadSigning.forEndpoint(c.endpoint()))
                 // Since SDK 2.30 the client adds CRC checksums (aws-chunked trailers) to every PUT and
                 // validates response checksums by default. S3Proxy 2.6.0 (and other third-party S3
                 // servers such as older MinIO/Ceph) reject those PUTs with 400 "x-amz-content-sha256
                 // header does not match"; WHEN_REQUIRED keeps the classic SigV4 signed payload, which
                 // every S3 implementation understands (NOTES.md).
                 .requestChecksumCalculation(RequestChecksumCalculation.WHEN_REQUIRED)
-                // Over http the SDK always signs the payload; chunked (aws-chunked) signing hashes it
+                // Over http elsewhere the SDK always signs the payload; chunked (aws-chunked) signing hashes it
                 // in 128 KiB chunks, each signed, with a chunk decoder on the server. Blocks are
                 // whole arrays in memory: one SHA-256 of the body is cheaper for both sides.
                 .serviceConfiguration(S3Configuration.builder().chunkedEncodingEnabled(false).build())
