@@ -150,6 +150,40 @@ class CliBadInputTest {
     }
 
     /**
+     * The launcher gives the JDK's common pool at least 4 threads, where Ratis' asynchronous client
+     * completes every MDS reply; GRANARY_JAVA_OPTS still overrides it. Before, on a 2-core machine
+     * the pool had 1 thread (cores - 1) and concurrent MDS reads waited for each other there.
+     */
+    @Test
+    void theCommonPoolThatCompletesMdsRepliesHasAtLeastFourThreads() throws Exception {
+        String prop = "java.util.concurrent.ForkJoinPool.common.parallelism";
+        int jdkDefault = Runtime.getRuntime().availableProcessors() - 1;
+        int effective = commonPoolParallelism(launcherProperties(""), prop, jdkDefault);
+        assertEquals(Math.max(4, jdkDefault), effective, "common pool parallelism with the launcher's defaults");
+        assertEquals(2, commonPoolParallelism(launcherProperties("-D" + prop + "=2"), prop, jdkDefault),
+                "a parallelism in GRANARY_JAVA_OPTS wins");
+    }
+
+    /** The system properties the launcher's JVM starts with ({@code -XshowSettings:properties}), for `granary --version`. */
+    private static String launcherProperties(String opts) throws Exception {
+        Path launcher = Path.of("..").toAbsolutePath().normalize().resolve("granary");
+        ProcessBuilder pb = new ProcessBuilder("bash", launcher.toString(), "--version").redirectErrorStream(true);
+        pb.environment().put("GRANARY_JAVA_OPTS", opts + " -XshowSettings:properties");
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes());
+        assertTrue(p.waitFor(300, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(0, p.exitValue(), opts + ":\n" + out);
+        assertTrue(out.contains("granary "), out);
+        return out;
+    }
+
+    /** The common pool's parallelism the property listing sets, or {@code dflt} when it sets none. */
+    private static int commonPoolParallelism(String properties, String prop, int dflt) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(prop) + " = (\\d+)").matcher(properties);
+        return m.find() ? Integer.parseInt(m.group(1)) : dflt;
+    }
+
+    /**
      * The launcher's own heap flags (-Xms = -Xmx = a quarter of RAM, at most 3 GiB) give way to a
      * heap size in GRANARY_JAVA_OPTS, and one given alone fixes both. Regression: -Xmx300m alone
      * clashed with the launcher's -Xms3072m and the JVM refused to start ("Initial heap size set
