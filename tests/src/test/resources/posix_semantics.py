@@ -693,6 +693,96 @@ def s_mmap(d):
     t('shared writable mapping is written back', lambda: (len(c), c[100:105], c[2 * 1024 * 1024:2 * 1024 * 1024 + 5], c[:100] == b[:100], c[105:2 * 1024 * 1024] == b[105:2 * 1024 * 1024]))
 
 
+def s_descriptors(d):
+    """Several descriptors of one file in one process: a write lands in time order, whichever
+    descriptor made it and whichever is closed or synced first (POSIX write(2))."""
+    for n in (100, 150 * 1024):
+        p = j(d, 'two%d' % n)
+        write(p, b'.' * n)
+        a = os.open(p, os.O_RDWR)
+        b = os.open(p, os.O_RDWR)
+        os.pwrite(a, b'c' * 100, 0)
+        os.pwrite(b, b'd' * 10, 0)
+        os.close(b)
+        os.close(a)
+        c = readall(p)
+        t('%d-byte file: the later write through B wins, B closed first' % n, lambda: (len(c), c[:12], c[95:105]))
+    p = j(d, 'synced')
+    write(p, b'.' * 100)
+    a = os.open(p, os.O_RDWR)
+    b = os.open(p, os.O_RDWR)
+    os.pwrite(a, b'c' * 100, 0)
+    os.pwrite(b, b'd' * 10, 0)
+    os.fsync(b)
+    t('read through B after fsync(B)', lambda: os.pread(b, 12, 0))
+    r = os.open(p, os.O_RDONLY)
+    t('a third descriptor reads both writes', lambda: os.pread(r, 12, 0))
+    os.close(a)
+    os.close(b)
+    os.close(r)
+    t('after both closes', lambda: readall(p)[:12])
+    p = j(d, 'disjoint')
+    write(p, b'.' * 1000)
+    a = os.open(p, os.O_RDWR)
+    b = os.open(p, os.O_RDWR)
+    os.pwrite(a, b'A' * 10, 0)
+    os.pwrite(a, b'A' * 10, 500)
+    os.pwrite(b, b'B' * 10, 200)
+    os.pwrite(a, b'a' * 5, 205)
+    os.close(a)
+    os.close(b)
+    c = readall(p)
+    t('disjoint writes in one stripe through two descriptors', lambda: (c[:12], c[198:212], c[498:512], sha(c)))
+    # Random mix on 64 KiB stripes: pwrite, an O_APPEND descriptor, ftruncate, fsync, reads,
+    # close and reopen, over three descriptors; each read's bytes and the final file are printed.
+    rnd = random.Random(11)
+    p = j(d, 'mix')
+    write(p, data(100 * 1024, 12))
+    fds = [os.open(p, os.O_RDWR) for _ in range(3)]
+    app = os.open(p, os.O_WRONLY | os.O_APPEND)
+    for step in range(300):
+        op = rnd.random()
+        i = rnd.randrange(3)
+        if op < 0.45:
+            off = rnd.randrange(0, 260 * 1024)
+            buf = data(rnd.choice([1, 7, 4096, 30000, 65536, 90000]), step)
+            os.pwrite(fds[i], buf, off)
+        elif op < 0.55:
+            os.write(app, data(rnd.choice([3, 5000, 70000]), step))
+        elif op < 0.6:
+            os.ftruncate(fds[i], rnd.randrange(0, 300 * 1024))
+        elif op < 0.67:
+            os.fsync(fds[i])
+        elif op < 0.9:
+            off = rnd.randrange(0, 300 * 1024)
+            got = os.pread(fds[i], rnd.choice([10, 5000, 131072]), off)
+            t('mix step %d: pread at %d through descriptor %d' % (step, off, i), lambda: (len(got), sha(got), os.fstat(fds[i]).st_size))
+        else:
+            os.close(fds[i])
+            fds[i] = os.open(p, os.O_RDWR)
+    for fd in fds + [app]:
+        os.close(fd)
+    c = readall(p)
+    t('mix: the file after all closes', lambda: (len(c), sha(c)))
+
+
+def s_mmap_append(d):
+    """Stores through a shared mapping of an O_APPEND descriptor change bytes in place (O_APPEND
+    moves write(2) only)."""
+    p = j(d, 'log')
+    write(p, b'0123456789abcdef' * 4)
+    fd = os.open(p, os.O_RDWR | os.O_APPEND)
+    os.write(fd, b'+tail')
+    m = mmap.mmap(fd, 0)
+    m[3:10] = b'MMAPWRT'
+    m.flush()
+    m.close()
+    os.write(fd, b'+more')
+    os.close(fd)
+    c = readall(p)
+    t('shared mapping of an O_APPEND descriptor', lambda: (len(c), c[:20], c[-12:]))
+
+
 def s_readdir(d):
     n = 2000
     names = ['e%04d-%s' % (i, 'x' * (i % 40)) for i in range(n)]

@@ -409,6 +409,33 @@ class PosixSemanticsTest {
                 "shared writable mapping is written back: ok (3145745, b'HELLO', b'WORLD', True, True)");
     }
 
+    /**
+     * Writes through several descriptors of one file in one process land in time order, whatever
+     * the order of close and fsync (regression: closing the later writer first lost its bytes to
+     * the earlier writer's whole-stripe commit), also mixed with an O_APPEND descriptor,
+     * ftruncate and reopens over 64 KiB stripes.
+     */
+    @Test
+    void writesThroughSeveralDescriptorsLandInTimeOrder() throws Exception {
+        String out = compare("descriptors", true);
+        hasLines(out,
+                "100-byte file: the later write through B wins, B closed first: ok (100, b'ddddddddddcc', b'ccccc')",
+                "153600-byte file: the later write through B wins, B closed first: ok (153600, b'ddddddddddcc', b'ccccc.....')",
+                "read through B after fsync(B): ok b'ddddddddddcc'",
+                "a third descriptor reads both writes: ok b'ddddddddddcc'",
+                "after both closes: ok b'ddddddddddcc'",
+                "disjoint writes in one stripe through two descriptors: ok (b'AAAAAAAAAA..', b'..BBBBBaaaaa..', b'..AAAAAAAAAA..', 'c6d5cbed0b99e2cb')",
+                "mix: the file after all closes: ok (472957, 'ad53b6123c065407')");
+        assertTrue(out.lines().filter(l -> l.startsWith("mix step")).count() >= 50, out);
+    }
+
+    /** A store through a shared mapping of an O_APPEND descriptor changes bytes in place (regression: the page was appended). */
+    @Test
+    void sharedMappingOfAnAppendDescriptorWritesInPlace() throws Exception {
+        hasLines(compare("mmap_append", false),
+                "shared mapping of an O_APPEND descriptor: ok (74, b'012MMAPWRTabcdef0123', b'ef+tail+more')");
+    }
+
     @Test
     void readdirOf2000EntriesIsCompleteAndInByteOrder() throws Exception {
         String out = compare("readdir", false);

@@ -568,8 +568,24 @@ public class GranaryFuse extends PooledFuseFS {
             int n = (int) Math.min(size, Integer.MAX_VALUE);
             byte[] data = new byte[n];
             buf.get(0, data, 0, n);
-            return vfs.write(c, fi.fh.get(), offset, data, n);
+            return vfs.write(c, fi.fh.get(), offset, data, n, isWriteback(fi));
         });
+    }
+
+    /**
+     * Byte offset of libfuse 2's {@code int writepage} in {@code struct fuse_file_info} (after
+     * {@code int flags} and {@code unsigned long fh_old} on LP64); jnr-fuse 0.5.8's
+     * {@link FuseFileInfo} maps it as padding.
+     */
+    private static final int WRITEPAGE_OFFSET = 16;
+
+    /**
+     * Whether this WRITE carries bytes the kernel writes back from its page cache (a shared
+     * mapping) rather than a write(2): libfuse 2 sets {@code fi->writepage} from the request's
+     * FUSE_WRITE_CACHE flag (fuse_kernel.h).
+     */
+    static boolean isWriteback(FuseFileInfo fi) {
+        return jnr.ffi.Struct.getMemory(fi).getInt(WRITEPAGE_OFFSET) != 0;
     }
 
     @Override

@@ -1190,7 +1190,47 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** write(2) of {@code len} bytes of {@code data} at {@code offset}; returns {@code len}. EBADF, EIO, EFBIG. */
     public int write(Caller c, long fh, long offset, byte[] data, int len) {
-        return file(fh).write(offset, data, len);
+        return write(c, fh, offset, data, len, false);
+    }
+
+    /**
+     * write(2) as above; {@code writeback}: the kernel writes back pages of a shared mapping
+     * (FUSE_WRITE_CACHE), which go at {@code offset} even on an O_APPEND handle (see
+     * {@link OpenFile#write(long, byte[], int, boolean)}). EBADF, EIO, EFBIG.
+     */
+    public int write(Caller c, long fh, long offset, byte[] data, int len, boolean writeback) {
+        OpenFile f = file(fh);
+        withPeersCommittedBefore(f, offset, len, writeback);
+        return f.write(offset, data, len, writeback);
+    }
+
+    /**
+     * Commits what other handles of {@code f}'s inode on this client hold uncommitted in the
+     * stripes a write of {@code len} bytes at {@code offset} touches (all of it when {@code f}
+     * appends, and their queued appends always), before that write is buffered. Each handle
+     * commits whole stripes, so without this the handle that commits last won over a write made
+     * later through another descriptor: POSIX orders writes by time, whichever descriptor makes
+     * them. Regression: after pwrite(A, 100 x 'c', 0) and pwrite(B, 10 x 'd', 0), closing B and
+     * then A left 100 x 'c' instead of 10 x 'd' and 90 x 'c'. A failed commit stays with its
+     * handle (which reports EIO); this write goes on.
+     */
+    private void withPeersCommittedBefore(OpenFile f, long offset, int len, boolean writeback) {
+        Set<OpenFile> open = filesByIno.get(f.ino());
+        if (open == null || open.size() < 2) {
+            return;
+        }
+        boolean appends = f.isAppend() && !writeback;
+        long first = f.stripeOf(Math.max(0, offset));
+        long last = f.stripeOf(Math.max(0, offset + Math.max(len, 1) - 1));
+        for (OpenFile o : open) {
+            if (o != f && o.holdsUncommitted(first, last, appends)) {
+                try {
+                    o.flush();
+                } catch (FsException e) {
+                    LOG.debug("committing another handle's writes of inode {} before a write failed: {}", f.ino(), e.getMessage());
+                }
+            }
+        }
     }
 
     /** close(2)'s flush: uploads and commits the handle's writes; returns when committed. EIO. */

@@ -286,6 +286,44 @@ public final class OpenFile {
         }
     }
 
+    /**
+     * True when this handle holds uncommitted bytes that a write of stripes {@code [first, last]}
+     * through another handle of the inode must follow: bytes of those stripes (buffered, uploading
+     * or uploaded), any bytes when {@code anyStripe}, or queued appends (they go at the end, which
+     * the other write may move).
+     */
+    boolean holdsUncommitted(long first, long last, boolean anyStripe) {
+        lock.lock();
+        try {
+            if (writeSeq == committedSeq && uploaded.isEmpty() && dirty.isEmpty() && uploading.isEmpty()) {
+                return false;
+            }
+            if (anyStripe || !appendQueue.isEmpty() || !appendChain.isDone()) {
+                return true;
+            }
+            for (Map<Long, ?> m : List.of(dirty, uploading, uploaded)) {
+                for (Long k : m.keySet()) {
+                    if (k >= first && k <= last) {
+                        return true;
+                    }
+                }
+            }
+            return false;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Whether this handle was opened with O_APPEND. */
+    boolean isAppend() {
+        return append;
+    }
+
+    /** The stripe index that file offset {@code offset} (bytes) falls in. */
+    long stripeOf(long offset) {
+        return offset / stripeSize;
+    }
+
     private int ostOf(long stripe) {
         return layout.getOsts((int) (stripe % layout.getStripeCount()));
     }
@@ -543,15 +581,44 @@ public final class OpenFile {
      *                     EINTR (interrupted while waiting for dirty memory)
      */
     public int write(long offset, byte[] data, int len) {
+        return write(offset, data, len, false);
+    }
+
+    /**
+     * write(2) as {@link #write(long, byte[], int)}; {@code writeback} marks bytes the kernel writes
+     * back from its page cache (a {@code MAP_SHARED} mapping: FUSE's {@code FUSE_WRITE_CACHE}).
+     * Those are changes in place, so they go at {@code offset} even on an O_APPEND handle (POSIX
+     * write(2): O_APPEND moves the offset of write calls, not of stores through a mapping); there
+     * they are committed before this returns, after the appends queued before them. Regression: a
+     * 7-byte store through a mapping of an O_APPEND descriptor appended the whole page at the end.
+     *
+     * @throws FsException as {@link #write(long, byte[], int)}
+     */
+    public int write(long offset, byte[] data, int len, boolean writeback) {
         if ((flags & GranaryVfs.O_ACCMODE) == GranaryVfs.O_RDONLY) {
             throw new FsException(Status.EBADF, "file handle " + fh + " is open read-only");
         }
         if (offset < 0 || len < 0 || len > data.length) {
             throw new FsException(Status.EINVAL, "bad write offset/length");
         }
-        if (append) {
+        if (!append) {
+            return writeAt(offset, data, len, true);
+        }
+        if (!writeback) {
             return queueAppend(data, len);
         }
+        syncAppendsForRead(); // the appends written before these bytes land first; the map is reloaded
+        writeAt(offset, data, len, false);
+        commitWrites(false);
+        return len;
+    }
+
+    /**
+     * Buffers {@code len} bytes at {@code offset} in the stripe buffers (uploading whole stripes
+     * right away); {@code counted}: the write is one the next flush commits (false: the caller
+     * commits it itself at once, so appends queued meanwhile stay uncommitted).
+     */
+    private int writeAt(long offset, byte[] data, int len, boolean counted) {
         lock.lock();
         try {
             checkOpen();
@@ -586,7 +653,9 @@ public final class OpenFile {
                 }
                 pos += n;
             }
-            writeSeq++;
+            if (counted) {
+                writeSeq++;
+            }
             lastWriteNs = GranaryVfs.nowNs();
             mtimeSetExplicitly = false;
             return len;
@@ -737,6 +806,14 @@ public final class OpenFile {
             flushAppends();
             return;
         }
+        commitWrites(true);
+    }
+
+    /**
+     * The commit of {@link #flush} for the stripe buffers; {@code counted}: the commit covers the
+     * handle's counted writes (false: only bytes buffered by an uncounted {@link #writeAt}).
+     */
+    private void commitWrites(boolean counted) {
         List<CompletableFuture<Extent>> wait = new ArrayList<>();
         long seq;
         long commitSize;
@@ -769,7 +846,7 @@ public final class OpenFile {
         lock.lock();
         try {
             reapUploads();
-            if (seq == committedSeq && uploaded.isEmpty()) {
+            if ((!counted || seq == committedSeq) && uploaded.isEmpty()) {
                 return;
             }
             extents = new ArrayList<>(uploaded.values());
@@ -778,7 +855,9 @@ public final class OpenFile {
                     lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
             committed.putAll(uploaded);
             uploaded.clear();
-            committedSeq = seq;
+            if (counted) {
+                committedSeq = seq;
+            }
             size = Math.max(size, attr.getSize());
             vfs.attrCommitted(attr);
         } finally {
