@@ -12,7 +12,6 @@ import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -219,7 +218,6 @@ class PosixSemanticsTest {
                 "utime sets ctime to now: ok (True, True)");
     }
 
-    @Disabled("KNOWN (libfuse2 high-level API, jnr-fuse): a setattr of only one time never reaches utimens, so touch -m / touch -a change nothing; SEMANTICS.md")
     @Test
     void utimensatWithOneTimeOmittedSetsTheOther() throws Exception {
         String out = compare("times_omit", false);
@@ -333,7 +331,6 @@ class PosixSemanticsTest {
                 "listdir of d711: EACCES");
     }
 
-    @Disabled("KNOWN (libfuse2 high-level API): UTIME_NOW arrives as explicit times, which need ownership: a non-owner gets EPERM; SEMANTICS.md")
     @Test
     void utimeNowByANonOwnerNeedsOnlyWritePermission() throws Exception {
         Path[] d = dirs("perm-utime", false);

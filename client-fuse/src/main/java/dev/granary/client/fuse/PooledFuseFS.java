@@ -185,6 +185,32 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
+     * Byte offset in libfuse 2.9's {@code struct fuse_operations} (LP64) of the 32-bit word whose
+     * bits are {@code flag_nullpath_ok}, {@code flag_nopath}, {@code flag_utime_omit_ok}: after 38
+     * function pointers (getattr .. bmap). jnr-fuse 0.5.8 maps each flag as one byte of padding,
+     * so its own fields cannot set them.
+     */
+    static final int OPERATION_FLAGS_OFFSET = 38 * 8;
+    /** {@code flag_utime_omit_ok}: bit 2 of that word (fuse.h). */
+    static final int FLAG_UTIME_OMIT_OK = 1 << 2;
+
+    /**
+     * Sets libfuse's {@code flag_utime_omit_ok}, so that a SETATTR changing only one time (touch -m,
+     * utimensat with UTIME_OMIT) reaches utimens with UTIME_OMIT for the other, and UTIME_NOW arrives
+     * as UTIME_NOW. Without it libfuse 2.9 calls utimens only when both times are set, and answered
+     * success for a change it dropped. Left unset (with a warning) when the struct is not libfuse
+     * 2.9's 360 bytes.
+     */
+    private void allowUtimeOmit() {
+        if (Struct.size(fuseOperations) != 360) {
+            LOG.warn("struct fuse_operations is {} bytes, not libfuse 2.9's 360: flag_utime_omit_ok left unset", Struct.size(fuseOperations));
+            return;
+        }
+        jnr.ffi.Pointer ops = Struct.getMemory(fuseOperations);
+        ops.putInt(OPERATION_FLAGS_OFFSET, ops.getInt(OPERATION_FLAGS_OFFSET) | FLAG_UTIME_OMIT_OK);
+    }
+
+    /**
      * Mounts at {@code mountPoint} with the libfuse command-line options {@code fuseOpts} (pairs
      * such as "-o", "allow_other") and serves requests on the pool until the filesystem is
      * unmounted. Returns once mounted unless {@code blocking}.
@@ -209,6 +235,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         PointerByReference mp = new PointerByReference();
         try {
             lib = load();
+            allowUtimeOmit();
             fuse = lib.fuse_setup(args.size(), args.toArray(new String[0]), fuseOperations,
                     Struct.size(fuseOperations), mp, new IntByReference(), null);
         } catch (Throwable t) {
