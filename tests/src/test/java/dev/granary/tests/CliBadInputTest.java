@@ -272,13 +272,16 @@ class CliBadInputTest {
     }
 
     /**
-     * status and cache drop against a cluster that is not running: one line at once, exit 1.
-     * Regression: they waited out the Raft client's retries (60 s) and printed Ratis' exception.
+     * status, cache drop and mount against a cluster that is not running: one line at once, exit
+     * 1, nothing mounted. Regression: status and cache drop waited out the Raft client's retries
+     * (60 s) and printed Ratis' exception; mount said "mounted" after 60 s, then answered every
+     * call after 61 s with EIO.
      */
     @Test
-    void statusAndCacheDropOfAClusterThatIsNotRunningFailAtOnce() throws Exception {
+    void statusCacheDropAndMountOfAClusterThatIsNotRunningFailAtOnce() throws Exception {
         Path conf = writeConfig("http://127.0.0.1:1", "k", "s");
-        for (String[] args : new String[][] {{"status"}, {"cache", "drop"}}) {
+        Path mnt = Files.createDirectories(tmp.resolve("mnt-no-mds"));
+        for (String[] args : new String[][] {{"status"}, {"cache", "drop"}, {"mount", "--mount", mnt.toString()}}) {
             List<String> cmd = new java.util.ArrayList<>(List.of(args));
             cmd.addAll(List.of("-c", conf.toString()));
             long t0 = System.nanoTime();
@@ -291,6 +294,7 @@ class CliBadInputTest {
                 assertFalse(g.transcript().contains("Ratis") || g.transcript().contains("\tat "), g.transcript());
             }
         }
+        assertNull(FuseMount.mountedFsType(mnt), "nothing mounted at " + mnt);
     }
 
     /**

@@ -29,6 +29,9 @@ public final class MountCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         GranaryConfig cfg = config.load();
         Path mnt = (mount != null ? mount : Path.of(cfg.client.mount)).toAbsolutePath().normalize();
+        // Before anything is mounted: a mount with no MDS behind it answered every call after 60 s
+        // with EIO, and a stop while the kernel waited on its first getattr left an unkillable JVM.
+        Nodes.requireReachableMds(cfg, "mount");
         Prerequisites.ensureFuse();
         MountPoints.prepare(mnt, false);
         Nodes.Client client = Nodes.mount(cfg, mnt);

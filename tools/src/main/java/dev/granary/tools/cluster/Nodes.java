@@ -272,7 +272,8 @@ public final class Nodes {
      * Mounts the filesystem at {@code mountPoint}.
      *
      * @throws UserError when the mount point is unusable, the client's buffers do not fit the heap
-     *     ({@link #checkClientBuffersFitHeap}), or the mount fails
+     *     ({@link #checkClientBuffersFitHeap}), the MDS does not answer a getattr of the root (no
+     *     leader: after the Raft client's retries), or the mount fails
      */
     public static Client mount(GranaryConfig cfg, Path mountPoint) {
         checkClientBuffersFitHeap(cfg);
@@ -282,6 +283,7 @@ public final class Nodes {
         ClientConfig cc = clientConfig(cfg);
         GranaryVfs vfs = new GranaryVfs(mds, oss, cc);
         try {
+            vfs.getattr(ROOT, "/"); // the MDS answers (a leader is elected) before the kernel can ask anything
             return new Client(mds, oss, vfs, FuseMount.mount(vfs, mountPoint, cc));
         } catch (RuntimeException e) {
             vfs.close();
