@@ -316,6 +316,40 @@ class CliBadInputTest {
         }
     }
 
+    /**
+     * Client settings out of range: a one-line error naming the file and the key, exit 1.
+     * Regression: {@code max_dirty: "0"} and {@code readahead_stripes: -1} passed the config check
+     * and ended in "internal error", exit 70, when the client was built.
+     */
+    @Test
+    void clientSettingsOutOfRangeNameTheirKey() throws Exception {
+        Path conf = writeConfig("http://127.0.0.1:1", "k", "s");
+        String text = Files.readString(conf);
+        record Case(String from, String to, String message) {}
+        List<Case> cases = List.of(
+                new Case("  max_dirty: \"256MiB\"\n", "  max_dirty: \"0\"\n", "client.max_dirty must be at least 1 byte"),
+                new Case("  readahead_stripes: 4\n", "  readahead_stripes: -1\n", "client.readahead_stripes must be in [0, 256] stripes, got -1"),
+                new Case("  readahead_stripes: 4\n", "  readahead_stripes: 257\n", "client.readahead_stripes must be in [0, 256] stripes, got 257"),
+                new Case("  statahead_max: 32768\n", "  statahead_max: -1\n", "client.statahead_max must be in [0, 1000000]"),
+                new Case("  inline_max: \"256KiB\"\n", "  inline_max: \"2MiB\"\n", "client.inline_max must be at most 1MiB"),
+                new Case("  lock_lease: \"15s\"\n", "  lock_lease: \"0s\"\n", "client.lock_lease must be between 1s and 10m"));
+        for (Case c : cases) {
+            assertTrue(text.contains(c.from()), c.from() + " in\n" + text);
+            Files.writeString(conf, text.replace(c.from(), c.to()));
+            dev.granary.tools.config.ConfigException e = org.junit.jupiter.api.Assertions.assertThrows(
+                    dev.granary.tools.config.ConfigException.class, () -> GranaryConfig.load(conf), c.to());
+            assertTrue(e.getMessage().startsWith(conf + ": ") && e.getMessage().contains(c.message()), e.getMessage());
+        }
+        Files.writeString(conf, text.replace(cases.get(0).from(), cases.get(0).to()));
+        Path mnt = Files.createDirectories(tmp.resolve("mnt-bad-client"));
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "mount", "-c", conf.toString(), "--mount", mnt.toString())) {
+            assertEquals(1, g.waitFor(60), g.transcript());
+            assertEquals(1, g.errorLines().size(), g.transcript());
+            assertTrue(g.errorLines().get(0).contains("client.max_dirty must be at least 1 byte"), g.transcript());
+            assertFalse(g.transcript().contains("internal error") || g.transcript().contains("\tat "), g.transcript());
+        }
+    }
+
     /** A disk tier that cannot be created, or a size that is not one: one clear line each, exit 1, no stack trace. */
     @Test
     void ossDiskCacheInAFileOrWithABadSize() throws Exception {

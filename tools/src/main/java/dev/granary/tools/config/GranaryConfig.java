@@ -233,6 +233,15 @@ public final class GranaryConfig {
         if (inlineMax > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
         }
+        if (client.readaheadStripes < 0 || client.readaheadStripes > 256) {
+            throw new ConfigException(p + "client.readahead_stripes must be in [0, 256] stripes, got " + client.readaheadStripes);
+        }
+        if (Sizes.parseBytes(client.maxDirty) < 1) {
+            throw new ConfigException(p + "client.max_dirty must be at least 1 byte (writers wait while it is used up), got '" + client.maxDirty + "'");
+        }
+        if (Sizes.parseDuration(client.attrTimeout).isNegative()) {
+            throw new ConfigException(p + "client.attr_timeout must be >= 0s, got " + client.attrTimeout);
+        }
         if (client.stataheadMax < 0 || client.stataheadMax > 1_000_000) {
             throw new ConfigException(p + "client.statahead_max must be in [0, 1000000] entries, got " + client.stataheadMax);
         }
@@ -254,6 +263,11 @@ public final class GranaryConfig {
         }
         if (!"embedded".equals(s3.endpoint) && !s3.endpoint.matches("https?://.+")) {
             throw new ConfigException(p + "s3.endpoint must be 'embedded' or an http(s):// URL, got '" + s3.endpoint + "'");
+        }
+        try {
+            dev.granary.tools.cluster.Nodes.clientConfig(this); // every client rule, not only those named above
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(p + "client: " + e.getMessage());
         }
     }
 
