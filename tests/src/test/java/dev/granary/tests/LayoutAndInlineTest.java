@@ -119,6 +119,15 @@ class LayoutAndInlineTest {
         Path g = d.resolve("g");
         Files.write(g, new byte[10]);
         assertTrue(xattr(g).endsWith("stripe_offset=1 osts=1,0 dom_size=10"), xattr(g));
+        // A later setstripe of one field keeps the others, the first OST included (regression:
+        // -S alone reset stripe_offset to -1, and -c alone too).
+        assertEquals(0, granary("setstripe", "-c", "2", "-i", "1", d.toString()).rc());
+        assertEquals(0, granary("setstripe", "-S", "2M", d.toString()).rc());
+        assertEquals("stripe_count=2 stripe_size=2097152 stripe_offset=1 osts=1,0", xattr(d));
+        assertEquals(0, granary("setstripe", "-c", "1", d.toString()).rc());
+        assertEquals("stripe_count=1 stripe_size=2097152 stripe_offset=1 osts=1", xattr(d));
+        assertEquals(0, granary("setstripe", "-i", "-1", d.toString()).rc());
+        assertEquals("stripe_count=1 stripe_size=2097152 stripe_offset=-1", xattr(d));
 
         Path fresh = mnt.resolve("made-by-setstripe");
         Cli made = granary("setstripe", "-c", "2", "-S", "64k", fresh.toString());

@@ -1618,7 +1618,7 @@ public final class GranaryVfs implements AutoCloseable {
         atMds(a.getIno());
         Attr fresh = mds.getattr(c, a.getIno());
         List<Integer> osts = new ArrayList<>();
-        if (req.fixesFirstOst()) {
+        if (req.firstOstOver(fresh.getLayout()) >= 0) {
             for (var o : mds.listOsts(c)) {
                 osts.add(o.getIndex());
             }

@@ -46,6 +46,18 @@ public final class LayoutXattr {
         boolean fixesFirstOst() {
             return stripeOffset != null && stripeOffset >= 0;
         }
+
+        /**
+         * The first OST this request leaves in force over the current layout {@code cur}: its own
+         * stripe_offset when given, else the one {@code cur} fixes (its first listed OST), else -1
+         * (chosen per file). A request that names only the size or the count keeps the rest.
+         */
+        int firstOstOver(Layout cur) {
+            if (stripeOffset != null) {
+                return stripeOffset;
+            }
+            return cur.getOstsCount() > 0 ? cur.getOsts(0) : -1;
+        }
     }
 
     /** Formats {@code l} (a file's resolved layout, or a directory's template) as the xattr value. */
@@ -123,9 +135,11 @@ public final class LayoutXattr {
     }
 
     /**
-     * The layout to ask the MDS for: {@code req} over the current layout {@code cur}; with a
-     * {@code stripe_offset}, an explicit OST list starting there, taken in order from the
-     * registered OST indices {@code osts} (ascending), wrapping around.
+     * The layout to ask the MDS for: {@code req} over the current layout {@code cur}, each field
+     * the request leaves out kept from {@code cur} (its first OST too: regression, {@code -S 2M}
+     * on a directory set with {@code -c 2 -i 1} reset stripe_offset to -1); with a first OST, an
+     * explicit OST list starting there, taken in order from the registered OST indices
+     * {@code osts} (ascending), wrapping around.
      *
      * @throws FsException EINVAL when stripe_offset is not a registered OST or stripe_count exceeds the OSTs
      */
@@ -134,10 +148,11 @@ public final class LayoutXattr {
         int count = req.stripeCount() != null ? req.stripeCount()
                 : cur.getStripeCount() == 0 ? -1 : cur.getStripeCount();
         Layout.Builder b = Layout.newBuilder().setStripeSize(size).setStripeCount(count);
-        if (req.fixesFirstOst()) {
-            int start = osts.indexOf(req.stripeOffset());
+        int first = req.firstOstOver(cur);
+        if (first >= 0) {
+            int start = osts.indexOf(first);
             if (start < 0) {
-                throw new FsException(Status.EINVAL, NAME + ": stripe_offset " + req.stripeOffset() + " is not a registered OST " + osts);
+                throw new FsException(Status.EINVAL, NAME + ": stripe_offset " + first + " is not a registered OST " + osts);
             }
             int n = count == -1 ? osts.size() : count;
             if (n > osts.size()) {
