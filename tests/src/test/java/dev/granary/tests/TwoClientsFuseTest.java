@@ -386,6 +386,31 @@ class TwoClientsFuseTest {
     }
 
     /**
+     * An open on B of a name that A has just given to another file by rename (log rotation, or an
+     * atomic replace: {@code mv f f.prev; mv f.tmp f}) opens the new file at once: open(2)
+     * revalidates its last name at the MDS, as NFS does. Regression: for up to attr_timeout, B's
+     * cached entry opened the old file, still alive as f.prev (README: an open sees what another
+     * client closed before it). Sizes from 3 KB (inline) to several stripes.
+     */
+    @Test
+    void anOpenOnBOfANameARotatedOpensTheNewFile() throws Exception {
+        String dir = smallStripeDir("rotate");
+        Path a = mntA.resolve(dir + "/f");
+        Path b = mntB.resolve(dir + "/f");
+        for (int round = 0; round < 6; round++) {
+            byte[] old = random(3000 + round, 100 + round);
+            byte[] fresh = random(round % 2 == 0 ? 2000 + round : 5 * STRIPE + round, 200 + round);
+            Files.write(a, old);
+            assertArrayEquals(old, read(b), "B reads the first version (its name and attributes are cached now)");
+            Files.write(mntA.resolve(dir + "/f.tmp"), fresh);
+            Files.move(a, mntA.resolve(dir + "/f.prev"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            Files.move(mntA.resolve(dir + "/f.tmp"), a);
+            assertArrayEquals(fresh, read(b), "round " + round + ": B opens the file A renamed onto the name");
+            assertEquals(Files.getAttribute(a, "unix:ino"), Files.getAttribute(b, "unix:ino"), "round " + round);
+        }
+    }
+
+    /**
      * A link count changed on one mount through one name shows on that mount's other names at
      * once, also when its kernel cached the file's attributes while the file had one name, and
      * another client linked it since (helper-found: 133 stale stats in 200 before). Mount L keeps

@@ -1020,7 +1020,15 @@ public final class GranaryVfs implements AutoCloseable {
      * @throws FsException ENOENT, EISDIR (a directory), EACCES, ELOOP (a symlink), EINVAL (other types)
      */
     public long open(Caller c, String path, int flags) {
-        Attr a = lookup(c, path);
+        List<String> comps = components(path);
+        Attr dir = attrOf(c, MdsClient.ROOT_INO);
+        Attr a = dir;
+        for (int i = 0; i < comps.size(); i++) {
+            if (i == comps.size() - 1) {
+                dir = a;
+            }
+            a = lookupIn(c, a, comps.get(i));
+        }
         List<Extent> extents = null;
         atMds(a.getIno()); // a file created here whose create is deferred: the MDS gets it first
         if (isReg(a)) {
@@ -1028,9 +1036,12 @@ public final class GranaryVfs implements AutoCloseable {
             // A lookup of this file within openAfterLookup already read them for this open.
             LookupMap recent = lookupMaps.asMap().remove(a.getIno());
             MdsClient.FileMap m = recent != null && System.nanoTime() - recent.atNanos() <= config.openAfterLookup().toNanos()
-                    ? recent.map() : mds.getFileMap(c, a.getIno());
+                    ? recent.map() : comps.isEmpty() ? mds.getFileMap(c, a.getIno()) : mapOfName(c, dir, comps.get(comps.size() - 1));
             a = m.attr();
             extents = m.extents();
+            if (!isReg(a)) {
+                extents = null; // the name now holds a directory or a symlink: refused below
+            }
         } else {
             a = mds.getattr(c, a.getIno());
         }
@@ -1059,6 +1070,34 @@ public final class GranaryVfs implements AutoCloseable {
             extents = List.of();
         }
         return openHandle(c, a, flags, extents);
+    }
+
+    /**
+     * The file that {@code name} in directory {@code dir} holds now, at the MDS, with its whole
+     * extent map, from one read: open(2) revalidates its last name as NFS does (LOOKUP_OPEN), so a
+     * name another client gave to another file (write-then-rename, {@code mv f f.prev; mv f.tmp f})
+     * opens the new file, not the one this client's dentry cache still held (regression: for up
+     * to attr_timeout). The cached entry is updated; dropped on ENOENT.
+     *
+     * @throws FsException ENOENT (the name is gone), ENOTDIR, EACCES
+     */
+    private MdsClient.FileMap mapOfName(Caller c, Attr dir, String name) {
+        DentryKey key = new DentryKey(dir.getIno(), name);
+        MdsClient.FileMap m;
+        try {
+            m = mds.lookupForOpen(c, dir.getIno(), nameBytes(name));
+        } catch (FsException e) {
+            if (e.status() == Status.ENOENT) {
+                dentries.invalidate(key);
+            }
+            throw e;
+        }
+        Attr a = m.attr();
+        dentries.put(key, a.getIno());
+        if (isReg(a) && m.extents() == null) {
+            return mds.getFileMap(c, a.getIno()); // an MDS without whole_map: the map of a file above one stripe
+        }
+        return m;
     }
 
     private long openHandle(Caller c, Attr a, int flags) {

@@ -68,6 +68,18 @@ public final class MdsClient implements AutoCloseable {
         return new FileMap(r.getAttr(), r.getHasExtents() ? r.getExtentsList() : null);
     }
 
+    /**
+     * Lookup for open(2): the attributes of {@code name} in {@code parent} and, for a regular file
+     * of any size, its whole extent map, from one consistent read ({@code extents} null for other
+     * files, and from an MDS that predates {@code whole_map} for files above one stripe). Errors
+     * as {@link #lookup}.
+     */
+    public FileMap lookupForOpen(Caller c, long parent, byte[] name) {
+        MdsResponse r = lookupRead(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name))
+                .setWithExtents(true).setWholeMap(true)));
+        return new FileMap(r.getAttr(), r.getHasExtents() ? r.getExtentsList() : null);
+    }
+
     /** A lookup's read: an ENOENT that carries the directory's attributes becomes a {@link NoEntryException}. */
     private MdsResponse lookupRead(MdsRequest.Builder b) {
         MdsResponse r = transport.read(b.build());

@@ -180,8 +180,9 @@ public final class MdsStateMachine implements KvApplier {
                 out.setAttr(a);
                 long stripe = a.getLayout().getStripeSize();
                 if (r.getLookup().getWithExtents() && (a.getMode() & Namespace.S_IFMT) == Namespace.S_IFREG
-                        && stripe > 0 && a.getSize() <= stripe) {
-                    // a file of at most one stripe: its map is one extent at most (often inline bytes)
+                        && stripe > 0 && (a.getSize() <= stripe || r.getLookup().getWholeMap())) {
+                    // a file of at most one stripe: its map is one extent at most (often inline bytes);
+                    // whole_map: an open's lookup, which needs the map of any size
                     out.addAllExtents(ns.getExtents(c, a.getIno(), 0, 0)).setHasExtents(true);
                 }
             }
