@@ -862,6 +862,22 @@ def s_unsupported(d):
     a0 = os.stat(p).st_atime_ns
     readall(p)
     t('reads do not update atime', lambda: os.stat(p).st_atime_ns == a0)
+    os.mkdir(j(d, 'held'))
+    fd = os.open(j(d, 'held', 'f'), os.O_CREAT | os.O_RDWR, 0o644)
+    os.unlink(j(d, 'held', 'f'))
+    t('rmdir of a directory with an unlinked file still open', os.rmdir, j(d, 'held'))
+    os.close(fd)
+
+    def rmdir_once_released():
+        for _ in range(200):  # the kernel sends RELEASE after close(2) returns
+            try:
+                return os.rmdir(j(d, 'held'))
+            except OSError as e:
+                if e.errno != errno.ENOTEMPTY:
+                    raise
+                time.sleep(0.01)
+        return os.rmdir(j(d, 'held'))
+    t('rmdir once that file is closed', rmdir_once_released)
     t('rmdir of the mount root', os.rmdir, sys.argv[3] if len(sys.argv) > 3 else d)
 
 

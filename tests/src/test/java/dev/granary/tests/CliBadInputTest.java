@@ -97,6 +97,34 @@ class CliBadInputTest {
     }
 
     /**
+     * A config whose cluster name is not the running cluster's: status and mount say that the MDS
+     * peers answer but serve no cluster of that name, exit 1. Regression: "no MDS peer is
+     * reachable (is the cluster running?)" while it was.
+     */
+    @Test
+    void aWrongClusterNameIsNamedAsSuch() throws Exception {
+        try (MiniCluster running = MiniCluster.start(tmp.resolve("named"))) {
+            GranaryConfig c = running.cluster().config();
+            String name = c.cluster;
+            c.cluster = "not-" + name;
+            Path conf = tmp.resolve("wrong-name.yaml");
+            c.save(conf);
+            c.cluster = name;
+            Path mnt = Files.createDirectories(tmp.resolve("mnt-wrong-name"));
+            for (String[] args : new String[][] {{"status"}, {"mount", "--mount", mnt.toString()}}) {
+                List<String> cmd = new java.util.ArrayList<>(List.of(args));
+                cmd.addAll(List.of("-c", conf.toString()));
+                try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), cmd.toArray(new String[0]))) {
+                    assertEquals(1, g.waitFor(60), g.transcript());
+                    assertEquals(1, g.errorLines().size(), g.transcript());
+                    assertTrue(g.errorLines().get(0).contains("answer, but serve no cluster named 'not-" + name + "'"), g.transcript());
+                }
+            }
+            assertNull(FuseMount.mountedFsType(mnt), "nothing mounted at " + mnt);
+        }
+    }
+
+    /**
      * A mount whose server was SIGKILLed is stale and cleaned up at once, even while the kernel still
      * answers a stat of its root from the attributes it cached (attr_timeout): the stat-based check
      * took it for a live mount for up to 1 s, and a quickstart restarted right after a kill refused
@@ -259,6 +287,13 @@ class CliBadInputTest {
         dev.granary.tools.config.ConfigException e = org.junit.jupiter.api.Assertions.assertThrows(
                 dev.granary.tools.config.ConfigException.class, () -> GranaryConfig.load(dir));
         assertTrue(e.getMessage().contains("is a directory"), e.getMessage());
+        // Regression: /dev/null said "config file not found", and -c '' "config file  is a directory".
+        e = org.junit.jupiter.api.Assertions.assertThrows(dev.granary.tools.config.ConfigException.class,
+                () -> GranaryConfig.load(Path.of("/dev/null")));
+        assertEquals("config file /dev/null is not a regular file (give a granary.yaml)", e.getMessage());
+        e = org.junit.jupiter.api.Assertions.assertThrows(dev.granary.tools.config.ConfigException.class,
+                () -> GranaryConfig.load(Path.of("")));
+        assertEquals("config file name is empty (give -c a granary.yaml)", e.getMessage());
     }
 
     /** quickstart --data naming a regular file: one line, exit 1 (it was "internal error: java.nio.file.FileAlreadyExistsException", exit 70). */

@@ -29,11 +29,13 @@ public final class MountCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         GranaryConfig cfg = config.load();
         Path mnt = (mount != null ? mount : Path.of(cfg.client.mount)).toAbsolutePath().normalize();
-        // Before anything is mounted: a mount with no MDS behind it answered every call after 60 s
-        // with EIO, and a stop while the kernel waited on its first getattr left an unkillable JVM.
-        Nodes.requireReachableMds(cfg, "mount");
+        Nodes.checkClientBuffersFitHeap(cfg);
         Prerequisites.ensureFuse();
         MountPoints.prepare(mnt, false);
+        // After the local checks, before anything is mounted: a mount with no MDS behind it answered
+        // every call after 60 s with EIO, and a stop while the kernel waited on its first getattr
+        // left an unkillable JVM.
+        Nodes.requireReachableMds(cfg, "mount");
         Nodes.Client client = Nodes.mount(cfg, mnt);
         System.out.println("granary mounted at " + mnt + " (Ctrl-C to unmount)");
         // Stops by itself when the mount goes away (umount, fusermount -u, a lazy unmount once the

@@ -30,8 +30,10 @@ public final class StatusCommand implements Callable<Integer> {
         GranaryConfig cfg = config.load();
         System.out.println("cluster " + cfg.cluster + ": " + cfg.mds.size() + " MDS peers");
         boolean any = false;
+        List<PeerStatus> peers;
         try (RaftKvClient raft = new RaftKvClient(cfg.cluster, Nodes.peers(cfg))) {
-            for (PeerStatus p : raft.peerStatus()) {
+            peers = raft.peerStatus();
+            for (PeerStatus p : peers) {
                 any |= p.reachable();
                 System.out.println("  MDS " + p.id() + "  " + p.address() + "  " + p.role()
                         + (p.reachable() ? "  term " + p.term() + "  applied " + p.appliedIndex() + "  committed "
@@ -39,7 +41,7 @@ public final class StatusCommand implements Callable<Integer> {
             }
         }
         if (!any) { // the peers were probed just above: not again through Nodes.requireReachableMds
-            throw Nodes.noMdsReachable(cfg, "status");
+            throw Nodes.noMdsReachable(cfg, "status", peers);
         }
         try (MdsClient mds = Nodes.mdsClient(cfg)) {
             StatFsReply s = mds.statfs(Nodes.ROOT);

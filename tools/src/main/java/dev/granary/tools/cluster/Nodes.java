@@ -209,16 +209,28 @@ public final class Nodes {
      */
     public static void requireReachableMds(GranaryConfig cfg, String what) {
         try (RaftKvClient raft = new RaftKvClient(cfg.cluster, peers(cfg))) {
-            if (raft.peerStatus().stream().noneMatch(dev.granary.raft.PeerStatus::reachable)) {
-                throw noMdsReachable(cfg, what);
+            List<dev.granary.raft.PeerStatus> peers = raft.peerStatus();
+            if (peers.stream().noneMatch(dev.granary.raft.PeerStatus::reachable)) {
+                throw noMdsReachable(cfg, what, peers);
             }
         }
     }
 
-    /** The one-line error of {@code what} finding none of the config's MDS peers reachable. */
-    public static UserError noMdsReachable(GranaryConfig cfg, String what) {
-        return new UserError(what + ": no MDS peer is reachable at " + String.join(", ", cfg.mds.stream().map(n -> n.address).toList())
-                + " (is the cluster running?)");
+    /**
+     * The one-line error of {@code what} finding none of the config's MDS peers reachable
+     * ({@code peers}: their answers): when some answered that they serve no Raft group of the
+     * config's cluster name (Ratis' GroupMismatchException), the error says so, since the
+     * cluster is running under another name.
+     */
+    public static UserError noMdsReachable(GranaryConfig cfg, String what, List<dev.granary.raft.PeerStatus> peers) {
+        String addresses = String.join(", ", cfg.mds.stream().map(n -> n.address).toList());
+        boolean otherCluster = peers.stream().anyMatch(p -> p.error().map(e -> e.contains("GroupMismatchException")
+                || e.matches("(?s).*group-[0-9A-Fa-f]+ not found.*")).orElse(false));
+        if (otherCluster) {
+            return new UserError(what + ": the MDS peers at " + addresses + " answer, but serve no cluster named '" + cfg.cluster
+                    + "' (check 'cluster' in the config: it must be the name the cluster was started with)");
+        }
+        return new UserError(what + ": no MDS peer is reachable at " + addresses + " (is the cluster running?)");
     }
 
     /** A namespace client over Raft to the config's MDS peers. */

@@ -145,8 +145,14 @@ public final class GranaryConfig {
      * @throws ConfigException with a one-line message naming the file and the problem
      */
     public static GranaryConfig load(Path file) {
+        if (file.toString().isBlank()) {
+            throw new ConfigException("config file name is empty (give -c a granary.yaml)");
+        }
         if (Files.isDirectory(file)) {
             throw new ConfigException("config file " + file + " is a directory (give the granary.yaml inside it)");
+        }
+        if (Files.exists(file) && !Files.isRegularFile(file)) {
+            throw new ConfigException("config file " + file + " is not a regular file (give a granary.yaml)");
         }
         if (!Files.isRegularFile(file)) {
             throw new ConfigException("config file not found: " + file + " (quickstart writes <data folder>/granary.yaml; pass it with -c)");
