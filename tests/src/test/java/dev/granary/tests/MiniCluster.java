@@ -51,10 +51,15 @@ public final class MiniCluster implements AutoCloseable {
         return cfg;
     }
 
-    /** A base port p such that p, p+61..p+63 and p+71..p+72 are all free. */
+    /**
+     * A base port p such that p, p+61..p+63 and p+71..p+72 are all free, all below Linux's
+     * ephemeral range (ip_local_port_range starts at 32768): a port picked there could be taken
+     * by some outgoing connection between this check and the bind (seen in CI: "OSS cannot listen
+     * on 127.0.0.1:32796: Address already in use").
+     */
     static int freeBase() {
         for (int attempt = 0; attempt < 200; attempt++) {
-            int base = ThreadLocalRandom.current().nextInt(20000, 40000);
+            int base = ThreadLocalRandom.current().nextInt(20000, 32768 - 80);
             if (free(base) && free(base + 61) && free(base + 62) && free(base + 63) && free(base + 71) && free(base + 72)) {
                 return base;
             }
