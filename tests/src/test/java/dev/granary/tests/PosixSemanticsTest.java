@@ -410,7 +410,8 @@ class PosixSemanticsTest {
      * Writes through several descriptors of one file in one process land in time order, whatever
      * the order of close and fsync (regression: closing the later writer first lost its bytes to
      * the earlier writer's whole-stripe commit), also mixed with an O_APPEND descriptor,
-     * ftruncate and reopens over 64 KiB stripes.
+     * ftruncate and reopens over 64 KiB stripes; four threads writing interleaved 4 KiB chunks
+     * through their own descriptors (regression: their racing uploads lost bytes).
      */
     @Test
     void writesThroughSeveralDescriptorsLandInTimeOrder() throws Exception {
@@ -422,6 +423,8 @@ class PosixSemanticsTest {
                 "a third descriptor reads both writes: ok b'ddddddddddcc'",
                 "after both closes: ok b'ddddddddddcc'",
                 "disjoint writes in one stripe through two descriptors: ok (b'AAAAAAAAAA..', b'..BBBBBaaaaa..', b'..AAAAAAAAAA..', 'c6d5cbed0b99e2cb')",
+                "four descriptors writing interleaved chunks: ok (1048576, b'AAAABBBB', 'd833054ba7a8b548')",
+                "four threads writing interleaved chunks through their own descriptors: ok (16777216, 'fb9212d74e14452a')",
                 "mix: the file after all closes: ok (472957, 'ad53b6123c065407')");
         assertTrue(out.lines().filter(l -> l.startsWith("mix step")).count() >= 50, out);
     }

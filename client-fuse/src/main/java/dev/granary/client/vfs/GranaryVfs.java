@@ -1262,7 +1262,19 @@ public final class GranaryVfs implements AutoCloseable {
         long first = f.stripeOf(Math.max(0, offset));
         long last = f.stripeOf(Math.max(0, offset + Math.max(len, 1) - 1));
         for (OpenFile o : open) {
-            if (o != f && o.holdsUncommitted(first, last, appends)) {
+            if (o == f) {
+                continue;
+            }
+            if (!appends && !o.isAppend()) {
+                OpenFile.Handover h = o.takeBuffers(first, last);
+                if (h != null) {
+                    if (!h.buffers().isEmpty()) {
+                        f.adoptBuffers(h); // f writes on top of o's earlier bytes; no commit needed
+                    }
+                    continue;
+                }
+            }
+            if (o.holdsUncommitted(first, last, appends)) {
                 try {
                     o.flush();
                 } catch (FsException e) {
@@ -1272,10 +1284,40 @@ public final class GranaryVfs implements AutoCloseable {
         }
     }
 
+    /**
+     * Commits what the other handles of {@code f}'s inode on this client hold uncommitted, after
+     * {@code f}'s own flush: a handle may hold bytes written through another
+     * ({@link OpenFile#adoptBuffers}), so close(2) and fsync(2) of any descriptor commit the
+     * inode's writes on this client (fsync(2): "all modified in-core data of the file").
+     *
+     * @throws FsException the first failure of another handle's commit (EIO), unless {@code quiet}
+     */
+    private void withPeersFlushed(OpenFile f, boolean quiet) {
+        Set<OpenFile> open = filesByIno.get(f.ino());
+        if (open == null || open.size() < 2) {
+            return;
+        }
+        FsException first = null;
+        for (OpenFile o : open) {
+            if (o != f && o.hasUncommittedWrites()) {
+                try {
+                    o.flush();
+                } catch (FsException e) {
+                    LOG.debug("committing another handle's writes of inode {} failed: {}", f.ino(), e.getMessage());
+                    first = first == null ? e : first;
+                }
+            }
+        }
+        if (first != null && !quiet) {
+            throw first;
+        }
+    }
+
     /** close(2)'s flush: uploads and commits the handle's writes; returns when committed. EIO. */
     public void flush(Caller c, long fh) {
         OpenFile f = file(fh);
         f.flush();
+        withPeersFlushed(f, false);
         atMds(f.ino()); // close-to-open: a file created here exists at the MDS when close returns
     }
 
@@ -1283,6 +1325,7 @@ public final class GranaryVfs implements AutoCloseable {
     public void fsync(Caller c, long fh, boolean datasync) {
         OpenFile f = file(fh);
         f.flush();
+        withPeersFlushed(f, false);
         atMds(f.ino());
     }
 
@@ -1301,6 +1344,7 @@ public final class GranaryVfs implements AutoCloseable {
                 }
             }
             f.close();
+            withPeersFlushed(f, true); // their own close or fsync reports their errors
             atMds(f.ino());
         } finally {
             filesByIno.computeIfPresent(f.ino(), (k, set) -> {

@@ -112,7 +112,7 @@ public final class OpenFile {
      * baseLen. The array grows on demand (doubling, up to the stripe size) so that a small file
      * does not cost a whole stripe of memory; bytes past its length are zeros.
      */
-    private static final class StripeBuffer {
+    static final class StripeBuffer {
         private static final int INITIAL = 64 << 10;
         final int reserved;
         final int capacityMax;
@@ -309,6 +309,83 @@ public final class OpenFile {
                 }
             }
             return false;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Stripe buffers one handle hands to another (see {@link #takeBuffers}), with the giver's size and last write time. */
+    record Handover(Map<Long, StripeBuffer> buffers, long size, long lastWriteNs) {}
+
+    /**
+     * Removes and returns this handle's buffered stripes in {@code [first, last]}, for another
+     * handle of the inode about to write there: it takes them over and writes on top, so the
+     * bytes stay in time order without a commit per alternation of the writers. Empty when this
+     * handle holds none there; null when it cannot hand them over (one of those stripes is being
+     * uploaded or waits for its commit, or appends are queued): the caller then commits this
+     * handle instead.
+     */
+    Handover takeBuffers(long first, long last) {
+        lock.lock();
+        try {
+            if (!appendQueue.isEmpty() || !appendChain.isDone()) {
+                return null;
+            }
+            for (long k : uploading.keySet()) {
+                if (k >= first && k <= last) {
+                    return null;
+                }
+            }
+            for (long k : uploaded.keySet()) {
+                if (k >= first && k <= last) {
+                    return null;
+                }
+            }
+            Map<Long, StripeBuffer> out = new HashMap<>();
+            Iterator<Map.Entry<Long, StripeBuffer>> it = dirty.entrySet().iterator();
+            while (it.hasNext()) {
+                Map.Entry<Long, StripeBuffer> en = it.next();
+                if (en.getKey() >= first && en.getKey() <= last) {
+                    out.put(en.getKey(), en.getValue());
+                    it.remove();
+                }
+            }
+            if (!out.isEmpty() && dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty()) {
+                committedSeq = writeSeq; // all it wrote now belongs to the taker: nothing left to commit here
+            }
+            return new Handover(out, size, lastWriteNs);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Takes over stripe buffers another handle of the inode handed over ({@link #takeBuffers}):
+     * they become this handle's uncommitted writes (committed at its flush, or at any flush of the
+     * inode's handles on this client: {@code GranaryVfs} flushes them all together). A buffer
+     * this handle already holds for the stripe (only when writers race) is laid over the one
+     * handed over.
+     */
+    void adoptBuffers(Handover h) {
+        lock.lock();
+        try {
+            for (Map.Entry<Long, StripeBuffer> en : h.buffers().entrySet()) {
+                long k = en.getKey();
+                StripeBuffer in = en.getValue();
+                StripeBuffer mine = dirty.get(k);
+                if (mine != null) {
+                    in.ensure(mine.hi);
+                    System.arraycopy(mine.data, mine.lo, in.data, mine.lo, mine.hi - mine.lo);
+                    in.lo = Math.min(in.lo, mine.lo);
+                    in.hi = Math.max(in.hi, mine.hi);
+                    vfs.dirtyBudget().release(mine.reserved);
+                }
+                dirty.put(k, in);
+                dropStripe(k);
+            }
+            size = Math.max(size, h.size());
+            lastWriteNs = Math.max(lastWriteNs, h.lastWriteNs());
+            writeSeq++;
         } finally {
             lock.unlock();
         }
