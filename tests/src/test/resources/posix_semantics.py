@@ -696,23 +696,23 @@ def s_mmap(d):
 def s_descriptors(d):
     """Several descriptors of one file in one process: a write lands in time order, whichever
     descriptor made it and whichever is closed or synced first (POSIX write(2))."""
-    for n in (100, 150 * 1024):
-        p = j(d, 'two%d' % n)
+    def two_writers(p, n):
+        """A file of n dots; descriptor A writes 100 x 'c' at 0, then B 10 x 'd' at 0."""
         write(p, b'.' * n)
         a = os.open(p, os.O_RDWR)
         b = os.open(p, os.O_RDWR)
         os.pwrite(a, b'c' * 100, 0)
         os.pwrite(b, b'd' * 10, 0)
+        return a, b
+    for n in (100, 150 * 1024):
+        p = j(d, 'two%d' % n)
+        a, b = two_writers(p, n)
         os.close(b)
         os.close(a)
         c = readall(p)
         t('%d-byte file: the later write through B wins, B closed first' % n, lambda: (len(c), c[:12], c[95:105]))
     p = j(d, 'synced')
-    write(p, b'.' * 100)
-    a = os.open(p, os.O_RDWR)
-    b = os.open(p, os.O_RDWR)
-    os.pwrite(a, b'c' * 100, 0)
-    os.pwrite(b, b'd' * 10, 0)
+    a, b = two_writers(p, 100)
     os.fsync(b)
     t('read through B after fsync(B)', lambda: os.pread(b, 12, 0))
     r = os.open(p, os.O_RDONLY)
