@@ -71,6 +71,8 @@ public final class OpenFile {
     private final Layout layout;
     private final long stripeSize;
     private final ReentrantLock lock = new ReentrantLock();
+    /** Held through a whole commit of the stripe buffers, the other handles' update included (never while holding {@link #lock}). */
+    private final ReentrantLock commitLock = new ReentrantLock();
 
     // All fields below are guarded by lock.
     private final Map<Long, Extent> committed = new HashMap<>();
@@ -314,77 +316,87 @@ public final class OpenFile {
         }
     }
 
-    /** Stripe buffers one handle hands to another (see {@link #takeBuffers}), with the giver's size and last write time. */
-    record Handover(Map<Long, StripeBuffer> buffers, long size, long lastWriteNs) {}
-
     /**
-     * Removes and returns this handle's buffered stripes in {@code [first, last]}, for another
-     * handle of the inode about to write there: it takes them over and writes on top, so the
-     * bytes stay in time order without a commit per alternation of the writers. Empty when this
-     * handle holds none there; null when it cannot hand them over (one of those stripes is being
-     * uploaded or waits for its commit, or appends are queued): the caller then commits this
-     * handle instead.
+     * Moves this handle's buffered stripes in {@code [first, last]} to {@code to}, another handle
+     * of the inode about to write there: it writes on top, so the bytes stay in time order without
+     * a commit per alternation of the writers. Both handles' locks are held (this one's first), so
+     * no reader sees the bytes in neither handle; the caller serializes the inode's writers, so two
+     * hand-overs never take the locks in opposite orders. Returns true when this handle holds
+     * nothing uncommitted in the range afterwards; false, moving nothing, when one of those stripes
+     * is being uploaded or waits for its commit, or appends are queued: the caller then commits
+     * this handle instead. A handle left with nothing uncommitted counts as committed: what it
+     * wrote is now the taker's to commit.
      */
-    Handover takeBuffers(long first, long last) {
+    boolean handOverTo(OpenFile to, long first, long last) {
+        commitLock.lock(); // a commit of this handle in flight has reached the other handles first
         lock.lock();
         try {
+            if (writeSeq == committedSeq && dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty()) {
+                return true;
+            }
             if (!appendQueue.isEmpty() || !appendChain.isDone()) {
-                return null;
+                return false;
             }
             for (long k : uploading.keySet()) {
                 if (k >= first && k <= last) {
-                    return null;
+                    return false;
                 }
             }
             for (long k : uploaded.keySet()) {
                 if (k >= first && k <= last) {
-                    return null;
+                    return false;
                 }
             }
-            Map<Long, StripeBuffer> out = new HashMap<>();
+            Map<Long, StripeBuffer> moved = new HashMap<>();
             Iterator<Map.Entry<Long, StripeBuffer>> it = dirty.entrySet().iterator();
             while (it.hasNext()) {
                 Map.Entry<Long, StripeBuffer> en = it.next();
                 if (en.getKey() >= first && en.getKey() <= last) {
-                    out.put(en.getKey(), en.getValue());
+                    moved.put(en.getKey(), en.getValue());
                     it.remove();
                 }
             }
-            if (!out.isEmpty() && dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty()) {
-                committedSeq = writeSeq; // all it wrote now belongs to the taker: nothing left to commit here
+            if (moved.isEmpty()) {
+                return true;
             }
-            return new Handover(out, size, lastWriteNs);
+            to.adopt(moved, size, lastWriteNs);
+            if (dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty()) {
+                committedSeq = writeSeq;
+            }
+            return true;
         } finally {
             lock.unlock();
+            commitLock.unlock();
         }
     }
 
     /**
-     * Takes over stripe buffers another handle of the inode handed over ({@link #takeBuffers}):
-     * they become this handle's uncommitted writes (committed at its flush, or at any flush of the
-     * inode's handles on this client: {@code GranaryVfs} flushes them all together). A buffer
-     * this handle already holds for the stripe (only when writers race) is laid over the one
-     * handed over.
+     * Takes over stripe buffers from another handle ({@link #handOverTo}, which holds that
+     * handle's lock): they become this handle's uncommitted writes, committed at its flush or at
+     * any flush of the inode's handles on this client ({@code GranaryVfs} flushes them together).
+     * A buffer this handle already holds for a stripe is laid over the one handed over.
      */
-    void adoptBuffers(Handover h) {
+    private void adopt(Map<Long, StripeBuffer> buffers, long giverSize, long giverWriteNs) {
         lock.lock();
         try {
-            for (Map.Entry<Long, StripeBuffer> en : h.buffers().entrySet()) {
+            for (Map.Entry<Long, StripeBuffer> en : buffers.entrySet()) {
                 long k = en.getKey();
                 StripeBuffer in = en.getValue();
                 StripeBuffer mine = dirty.get(k);
-                if (mine != null) {
+                if (mine != null && mine.hi > mine.lo) {
                     in.ensure(mine.hi);
                     System.arraycopy(mine.data, mine.lo, in.data, mine.lo, mine.hi - mine.lo);
                     in.lo = Math.min(in.lo, mine.lo);
                     in.hi = Math.max(in.hi, mine.hi);
+                }
+                if (mine != null) {
                     vfs.dirtyBudget().release(mine.reserved);
                 }
                 dirty.put(k, in);
                 dropStripe(k);
             }
-            size = Math.max(size, h.size());
-            lastWriteNs = Math.max(lastWriteNs, h.lastWriteNs());
+            size = Math.max(size, giverSize);
+            lastWriteNs = Math.max(lastWriteNs, giverWriteNs);
             writeSeq++;
         } finally {
             lock.unlock();
@@ -891,6 +903,19 @@ public final class OpenFile {
      * handle's counted writes (false: only bytes buffered by an uncounted {@link #writeAt}).
      */
     private void commitWrites(boolean counted) {
+        // One commit of this handle at a time, through to telling the other handles: a flush that
+        // found nothing left to commit returned while another thread's commit of the same bytes
+        // had not yet reached the other handles, and a writer there then built its stripe on the
+        // old block (helper-found: whole blocks read back as zeros).
+        commitLock.lock();
+        try {
+            commitWritesLocked(counted);
+        } finally {
+            commitLock.unlock();
+        }
+    }
+
+    private void commitWritesLocked(boolean counted) {
         List<CompletableFuture<Extent>> wait = new ArrayList<>();
         long seq;
         long commitSize;
