@@ -386,9 +386,15 @@ public final class GranaryVfs implements AutoCloseable {
      * @throws FsException ENOENT, ENOTDIR (a middle component is not a directory), EACCES, ENAMETOOLONG
      */
     public Attr lookup(Caller c, String path) {
+        List<String> comps = components(path);
+        return walk(c, comps, comps.size());
+    }
+
+    /** The attributes of what the first {@code n} of {@code comps} lead to from the root. */
+    private Attr walk(Caller c, List<String> comps, int n) {
         Attr cur = attrOf(c, MdsClient.ROOT_INO);
-        for (String name : components(path)) {
-            cur = lookupIn(c, cur, name);
+        for (int i = 0; i < n; i++) {
+            cur = lookupIn(c, cur, comps.get(i));
         }
         return cur;
     }
@@ -401,10 +407,7 @@ public final class GranaryVfs implements AutoCloseable {
         if (comps.isEmpty()) {
             throw new FsException(Status.EBUSY, "the root directory cannot be the target of this operation");
         }
-        Attr cur = attrOf(c, MdsClient.ROOT_INO);
-        for (int i = 0; i < comps.size() - 1; i++) {
-            cur = lookupIn(c, cur, comps.get(i));
-        }
+        Attr cur = walk(c, comps, comps.size() - 1);
         if (!isDir(cur)) {
             throw new FsException(Status.ENOTDIR, "not a directory: inode " + cur.getIno());
         }
@@ -1027,14 +1030,8 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public long open(Caller c, String path, int flags) {
         List<String> comps = components(path);
-        Attr dir = attrOf(c, MdsClient.ROOT_INO);
-        Attr a = dir;
-        for (int i = 0; i < comps.size(); i++) {
-            if (i == comps.size() - 1) {
-                dir = a;
-            }
-            a = lookupIn(c, a, comps.get(i));
-        }
+        Attr dir = walk(c, comps, Math.max(0, comps.size() - 1));
+        Attr a = comps.isEmpty() ? dir : lookupIn(c, dir, comps.get(comps.size() - 1));
         List<Extent> extents = null;
         atMds(a.getIno()); // a file created here whose create is deferred: the MDS gets it first
         if (isReg(a)) {
@@ -1254,24 +1251,25 @@ public final class GranaryVfs implements AutoCloseable {
         // handles end up holding one stripe and their read-modify-write uploads race (helper-found:
         // threads writing through their own descriptors lost blocks in 17 of 40 runs).
         synchronized (open) {
-            withPeersCommittedBefore(f, offset, len, writeback);
+            withPeersCommittedBefore(open, f, offset, len, writeback);
             return f.write(offset, data, len, writeback);
         }
     }
 
     /**
-     * Commits what other handles of {@code f}'s inode on this client hold uncommitted in the
-     * stripes a write of {@code len} bytes at {@code offset} touches (all of it when {@code f}
-     * appends, and their queued appends always), before that write is buffered. Each handle
+     * Before a write of {@code len} bytes at {@code offset} through {@code f} is buffered, the
+     * other handles of its inode on this client ({@code open}) give up what they hold uncommitted
+     * in the stripes it touches: their buffers of those stripes move to {@code f}
+     * ({@link OpenFile#handOverTo}); stripes they are uploading or have not yet committed are
+     * committed (all of it when {@code f} appends, and their queued appends always). Each handle
      * commits whole stripes, so without this the handle that commits last won over a write made
      * later through another descriptor: POSIX orders writes by time, whichever descriptor makes
      * them. Regression: after pwrite(A, 100 x 'c', 0) and pwrite(B, 10 x 'd', 0), closing B and
      * then A left 100 x 'c' instead of 10 x 'd' and 90 x 'c'. A failed commit stays with its
      * handle (which reports EIO); this write goes on.
      */
-    private void withPeersCommittedBefore(OpenFile f, long offset, int len, boolean writeback) {
-        Set<OpenFile> open = filesByIno.get(f.ino());
-        if (open == null || open.size() < 2) {
+    private void withPeersCommittedBefore(Set<OpenFile> open, OpenFile f, long offset, int len, boolean writeback) {
+        if (open.size() < 2) {
             return;
         }
         boolean appends = f.isAppend() && !writeback;
@@ -1297,7 +1295,7 @@ public final class GranaryVfs implements AutoCloseable {
     /**
      * Commits what the other handles of {@code f}'s inode on this client hold uncommitted, after
      * {@code f}'s own flush: a handle may hold bytes written through another
-     * ({@link OpenFile#adoptBuffers}), so close(2) and fsync(2) of any descriptor commit the
+     * ({@link OpenFile#handOverTo}), so close(2) and fsync(2) of any descriptor commit the
      * inode's writes on this client (fsync(2): "all modified in-core data of the file").
      *
      * @throws FsException the first failure of another handle's commit (EIO), unless {@code quiet}

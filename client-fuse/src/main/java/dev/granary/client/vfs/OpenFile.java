@@ -114,7 +114,7 @@ public final class OpenFile {
      * baseLen. The array grows on demand (doubling, up to the stripe size) so that a small file
      * does not cost a whole stripe of memory; bytes past its length are zeros.
      */
-    static final class StripeBuffer {
+    private static final class StripeBuffer {
         private static final int INITIAL = 64 << 10;
         final int reserved;
         final int capacityMax;
@@ -297,23 +297,36 @@ public final class OpenFile {
     boolean holdsUncommitted(long first, long last, boolean anyStripe) {
         lock.lock();
         try {
-            if (writeSeq == committedSeq && uploaded.isEmpty() && dirty.isEmpty() && uploading.isEmpty()) {
+            if (nothingUncommitted()) {
                 return false;
             }
-            if (anyStripe || !appendQueue.isEmpty() || !appendChain.isDone()) {
+            if (anyStripe || appendsPending()) {
                 return true;
             }
-            for (Map<Long, ?> m : List.of(dirty, uploading, uploaded)) {
-                for (Long k : m.keySet()) {
-                    if (k >= first && k <= last) {
-                        return true;
-                    }
-                }
-            }
-            return false;
+            return anyStripeIn(dirty, first, last) || anyStripeIn(uploading, first, last) || anyStripeIn(uploaded, first, last);
         } finally {
             lock.unlock();
         }
+    }
+
+    /** True when no write of this handle waits for a commit (lock held). */
+    private boolean nothingUncommitted() {
+        return writeSeq == committedSeq && dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty();
+    }
+
+    /** True when O_APPEND writes are queued or their commits are running (lock held). */
+    private boolean appendsPending() {
+        return !appendQueue.isEmpty() || !appendChain.isDone();
+    }
+
+    /** True when {@code byStripe} has a stripe index in {@code [first, last]}. */
+    private static boolean anyStripeIn(Map<Long, ?> byStripe, long first, long last) {
+        for (long k : byStripe.keySet()) {
+            if (k >= first && k <= last) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -331,21 +344,11 @@ public final class OpenFile {
         commitLock.lock(); // a commit of this handle in flight has reached the other handles first
         lock.lock();
         try {
-            if (writeSeq == committedSeq && dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty()) {
+            if (nothingUncommitted()) {
                 return true;
             }
-            if (!appendQueue.isEmpty() || !appendChain.isDone()) {
+            if (appendsPending() || anyStripeIn(uploading, first, last) || anyStripeIn(uploaded, first, last)) {
                 return false;
-            }
-            for (long k : uploading.keySet()) {
-                if (k >= first && k <= last) {
-                    return false;
-                }
-            }
-            for (long k : uploaded.keySet()) {
-                if (k >= first && k <= last) {
-                    return false;
-                }
             }
             Map<Long, StripeBuffer> moved = new HashMap<>();
             Iterator<Map.Entry<Long, StripeBuffer>> it = dirty.entrySet().iterator();
