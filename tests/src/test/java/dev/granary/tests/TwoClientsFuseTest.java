@@ -411,6 +411,51 @@ class TwoClientsFuseTest {
     }
 
     /**
+     * fsync(2) and close(2) of one descriptor commit what the file's other descriptors on the
+     * same mount wrote, O_APPEND ones too (fsync(2): "all modified in-core data of the file";
+     * on a local filesystem it is in the one page cache). Checked from mount B, which sees only
+     * what reached the MDS. Regression: queued O_APPEND bytes of another descriptor stayed
+     * uncommitted after fsync of a plain one, and an O_APPEND descriptor's fsync or close left
+     * a plain descriptor's bytes uncommitted; B read a shorter file.
+     */
+    @Test
+    void fsyncOrCloseOfOneDescriptorCommitsTheOtherDescriptorsWrites() throws Exception {
+        String dir = smallStripeDir("fsync-peers");
+        byte[] head = random(3000, 301);
+        byte[] tail = random(2000, 302);
+        for (String closer : List.of("fsync", "close")) {
+            // an O_APPEND descriptor's queued bytes, committed by a plain descriptor's fsync/close
+            Path a = mntA.resolve(dir + "/append-" + closer);
+            Path b = mntB.resolve(dir + "/append-" + closer);
+            Files.write(a, head);
+            try (FileChannel app = FileChannel.open(a, StandardOpenOption.WRITE, StandardOpenOption.APPEND)) {
+                FileChannel plain = FileChannel.open(a, StandardOpenOption.WRITE);
+                app.write(ByteBuffer.wrap(tail));
+                if (closer.equals("fsync")) {
+                    plain.force(true);
+                }
+                plain.close();
+                assertArrayEquals(concat(head, tail), read(b), closer + " of a plain descriptor commits an O_APPEND descriptor's bytes");
+            }
+            // a plain descriptor's bytes, committed by an O_APPEND descriptor's fsync/close
+            a = mntA.resolve(dir + "/plain-" + closer);
+            b = mntB.resolve(dir + "/plain-" + closer);
+            Files.write(a, head);
+            try (FileChannel plain = FileChannel.open(a, StandardOpenOption.WRITE)) {
+                FileChannel app = FileChannel.open(a, StandardOpenOption.WRITE, StandardOpenOption.APPEND);
+                plain.write(ByteBuffer.wrap(tail), 100);
+                if (closer.equals("fsync")) {
+                    app.force(true);
+                }
+                app.close();
+                byte[] want = head.clone();
+                System.arraycopy(tail, 0, want, 100, tail.length);
+                assertArrayEquals(want, read(b), closer + " of an O_APPEND descriptor commits a plain descriptor's bytes");
+            }
+        }
+    }
+
+    /**
      * A link count changed on one mount through one name shows on that mount's other names at
      * once, also when its kernel cached the file's attributes while the file had one name, and
      * another client linked it since (helper-found: 133 stale stats in 200 before). Mount L keeps

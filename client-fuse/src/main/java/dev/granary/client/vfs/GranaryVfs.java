@@ -1296,20 +1296,21 @@ public final class GranaryVfs implements AutoCloseable {
      * Commits what the other handles of {@code f}'s inode on this client hold uncommitted, after
      * {@code f}'s own flush: a handle may hold bytes written through another
      * ({@link OpenFile#handOverTo}), so close(2) and fsync(2) of any descriptor commit the
-     * inode's writes on this client (fsync(2): "all modified in-core data of the file").
+     * inode's writes on this client (fsync(2): "all modified in-core data of the file"),
+     * O_APPEND handles' queued writes included, whichever kind {@code f} is.
      *
      * @throws FsException the first failure of another handle's commit (EIO), unless {@code quiet}
      */
     private void withPeersFlushed(OpenFile f, boolean quiet) {
         Set<OpenFile> open = filesByIno.get(f.ino());
-        if (open == null || open.size() < 2 || f.isAppend()) {
+        if (open == null || open.size() < 2) {
             return;
         }
         FsException first = null;
         for (OpenFile o : open) {
-            // O_APPEND handles never take or hand over stripe buffers: each commits its own queue
-            // (flushing them from other handles' closes made appenders on two mounts lose records)
-            if (o != f && !o.isAppend() && o.hasUncommittedWrites()) {
+            // O_APPEND handles too: their queued bytes are modified data of the file (regression:
+            // fsync of a plain descriptor left another descriptor's appends uncommitted)
+            if (o != f && o.hasUncommittedWrites()) {
                 try {
                     o.flush();
                 } catch (FsException e) {
