@@ -817,6 +817,48 @@ def s_descriptors(d):
     t('mix: the file after all closes', lambda: (len(c), sha(c)))
 
 
+def s_fstat_size(d):
+    """The size fstat shows while threads extend a file through their own descriptors only grows
+    (regression: a stat looking at the handles while a write moved the stripe's buffer between
+    two of them, or reading the attributes just before a commit emptied a handle, answered a
+    smaller size, often 0, in a quarter to half of such runs)."""
+    import threading
+    shrinks = 0
+    for run in range(20):
+        p = j(d, 'watched%d' % run)
+        write(p, b'')
+        done = threading.Event()
+        seen = []
+
+        def watcher():
+            fd = os.open(p, os.O_RDONLY)
+            last = 0
+            while not done.is_set():
+                s = os.fstat(fd).st_size
+                if s < last:
+                    seen.append((last, s))
+                last = max(last, s)
+            os.close(fd)
+
+        def extender(w):
+            fd = os.open(p, os.O_WRONLY)
+            for k in range(w, 64, 4):  # 64 KiB blocks in one 4 MiB stripe
+                os.pwrite(fd, bytes([65 + w]) * 65536, k * 65536)
+            os.close(fd)
+        wt = threading.Thread(target=watcher)
+        wt.start()
+        threads = [threading.Thread(target=extender, args=(w,)) for w in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        done.set()
+        wt.join()
+        c = readall(p)
+        shrinks += len(seen) + (c != b''.join(bytes([65 + k % 4]) * 65536 for k in range(64)))
+    t('runs of four threads extending a file while a fifth fstats it, sizes that went down or bytes wrong', lambda: shrinks)
+
+
 def s_mmap_append(d):
     """Stores through a shared mapping of an O_APPEND descriptor change bytes in place (O_APPEND
     moves write(2) only)."""

@@ -109,6 +109,8 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** Bumped on each of this client's own namespace or attribute changes (see {@link StatAhead}). */
     private final AtomicLong localChanges = new AtomicLong();
+    /** Hand-overs of stripe buffers between handles so far ({@link #handedOver}). */
+    private final AtomicLong handOvers = new AtomicLong();
     private final StatAhead statAhead;
     /** Unlinks sent to the MDS in the background ({@link ClientConfig#deferredUnlink()}), or null. */
     private final DeferredUnlinks deferred;
@@ -313,10 +315,19 @@ public final class GranaryVfs implements AutoCloseable {
         Attr a = attrs.getIfPresent(ino);
         if (a == null) {
             atMds(ino);
-            a = mds.getattr(c, ino);
-            attrs.put(ino, a);
+            a = cacheFetched(mds.getattr(c, ino));
         }
         return a;
+    }
+
+    /**
+     * Caches attributes read from the MDS and returns what the cache holds afterwards: the later
+     * by ctime of them and the cached ones (the MDS's ctime of an inode grows with each change,
+     * {@code Namespace.ctimeAfter}). A read answered after a commit of this client was cached
+     * could otherwise bring back the size before it.
+     */
+    private Attr cacheFetched(Attr fetched) {
+        return attrs.asMap().merge(fetched.getIno(), fetched, (old, fresh) -> fresh.getCtimeNs() >= old.getCtimeNs() ? fresh : old);
     }
 
     private Attr lookupIn(Caller c, Attr dir, String name) {
@@ -365,7 +376,7 @@ public final class GranaryVfs implements AutoCloseable {
             throw e;
         }
         dentries.put(key, a.getIno());
-        attrs.put(a.getIno(), a);
+        cacheFetched(a);
         statAhead.missed(c, dir.getIno(), name);
         return a;
     }
@@ -486,14 +497,34 @@ public final class GranaryVfs implements AutoCloseable {
         if (open == null) {
             return a;
         }
-        long size = a.getSize();
-        long writeNs = 0;
-        for (OpenFile f : open) {
-            if (f.hasUncommittedWrites()) {
-                size = Math.max(size, f.size());
-                writeNs = Math.max(writeNs, f.uncommittedWriteNs());
+        // Writes move between handles (hand-overs) and out of them (commits) while we look, and
+        // a look at the handles one by one must count every uncommitted byte once: a hand-over
+        // from a handle not yet looked at to one already looked at hid the bytes in both (helper-
+        // found: fstat showed 0 while four descriptors wrote), so a look that overlapped one is
+        // taken again; a commit that emptied a handle has reached the attribute cache before the
+        // handle's lock is released, so the cache is read after the handles.
+        long size;
+        long writeNs;
+        int looks = 0;
+        while (true) {
+            long moves = handOvers.get();
+            size = 0;
+            writeNs = 0;
+            for (OpenFile f : open) {
+                if (f.hasUncommittedWrites()) {
+                    size = Math.max(size, f.size());
+                    writeNs = Math.max(writeNs, f.uncommittedWriteNs());
+                }
+            }
+            if (handOvers.get() == moves || ++looks >= 16) {
+                break;
             }
         }
+        Attr cached = attrs.getIfPresent(a.getIno());
+        if (cached != null && cached.getCtimeNs() > a.getCtimeNs()) {
+            a = cached; // a commit answered since a was read
+        }
+        size = Math.max(size, a.getSize());
         boolean later = writeNs > a.getMtimeNs();
         if (size == a.getSize() && !later) {
             return a;
@@ -503,6 +534,14 @@ public final class GranaryVfs implements AutoCloseable {
             b.setMtimeNs(writeNs).setCtimeNs(Math.max(a.getCtimeNs(), writeNs));
         }
         return b.build();
+    }
+
+    /**
+     * A handle of some file moved uncommitted stripe buffers to another ({@link OpenFile#handOverTo},
+     * with both handles' locks held): {@link #withLocalWrites} looks at the handles again.
+     */
+    void handedOver() {
+        handOvers.incrementAndGet();
     }
 
     /**
@@ -1048,7 +1087,7 @@ public final class GranaryVfs implements AutoCloseable {
         } else {
             a = mds.getattr(c, a.getIno());
         }
-        attrs.put(a.getIno(), a);
+        cacheFetched(a); // a commit of another handle here may have answered meanwhile
         if (isDir(a)) {
             throw new FsException(Status.EISDIR, path);
         }
@@ -1123,7 +1162,14 @@ public final class GranaryVfs implements AutoCloseable {
         long fh = nextHandle.getAndIncrement();
         OpenFile f = new OpenFile(this, fh, a, flags, c, extents);
         files.put(fh, f);
-        filesByIno.computeIfAbsent(a.getIno(), k -> ConcurrentHashMap.newKeySet()).add(f);
+        // Added inside the map's compute, as release removes: added after computeIfAbsent returned, the
+        // handle could land in a set that the release of the inode's last other handle (the kernel
+        // sends RELEASE after close(2) returns) had just dropped, where no other handle sees it.
+        filesByIno.compute(a.getIno(), (k, set) -> {
+            Set<OpenFile> s = set != null ? set : ConcurrentHashMap.newKeySet();
+            s.add(f);
+            return s;
+        });
         return fh;
     }
 

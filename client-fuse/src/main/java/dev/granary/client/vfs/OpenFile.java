@@ -366,6 +366,7 @@ public final class OpenFile {
             if (dirty.isEmpty() && uploading.isEmpty() && uploaded.isEmpty()) {
                 committedSeq = writeSeq;
             }
+            vfs.handedOver(); // before the locks go: a stat that looked at both handles meanwhile looks again
             return true;
         } finally {
             lock.unlock();

@@ -275,6 +275,17 @@ public final class Namespace {
         MdsSchema.putInode(txn, ino, epoch, r);
     }
 
+    /**
+     * The ctime (ns) of a change applied at {@code now} to an inode whose ctime was {@code old}:
+     * {@code now}, or 1 ns after {@code old} when the leader stamped this entry no later (the
+     * leader stamps entries before it orders them, and its clock may step back after a failover).
+     * So an inode's ctime grows with every change, and a client that gets two answers for one
+     * inode keeps the later by ctime (two commits of one file answered out of order).
+     */
+    static long ctimeAfter(long old, long now) {
+        return Math.max(now, old + 1);
+    }
+
     /** Reads the latest version of {@code ino}, applies {@code f} and writes it back. */
     private InodeRecord update(long ino, UnaryOperator<InodeRecord.Builder> f) {
         InodeRecord r = f.apply(inode(ino).toBuilder()).build();
@@ -283,7 +294,7 @@ public final class Namespace {
     }
 
     private void touchDir(long dir, long now, int nlinkDelta) {
-        update(dir, b -> b.setMtimeNs(now).setCtimeNs(now).setNlink(b.getNlink() + nlinkDelta));
+        update(dir, b -> b.setMtimeNs(now).setCtimeNs(ctimeAfter(b.getCtimeNs(), now)).setNlink(b.getNlink() + nlinkDelta));
     }
 
     private void addUsage(long bytes, long inodes) {
@@ -371,7 +382,7 @@ public final class Namespace {
         if (r.getNlink() <= 1) {
             destroyInode(ino, r);
         } else {
-            putInode(ino, r.toBuilder().setNlink(r.getNlink() - 1).setCtimeNs(now).build());
+            putInode(ino, r.toBuilder().setNlink(r.getNlink() - 1).setCtimeNs(ctimeAfter(r.getCtimeNs(), now)).build());
         }
     }
 
@@ -708,7 +719,7 @@ public final class Namespace {
         if (r.getNlink() >= LINK_MAX) {
             throw err(Status.EMLINK, "inode has " + LINK_MAX + " links");
         }
-        InodeRecord rec = r.toBuilder().setNlink(r.getNlink() + 1).setCtimeNs(now).build();
+        InodeRecord rec = r.toBuilder().setNlink(r.getNlink() + 1).setCtimeNs(ctimeAfter(r.getCtimeNs(), now)).build();
         putInode(ino, rec);
         MdsSchema.putDentry(txn, newParent, newName, epoch,
                 DentryRecord.newBuilder().setIno(ino).setType(r.getMode() & S_IFMT).build());
@@ -910,8 +921,8 @@ public final class Namespace {
                 }
             }
             long newSrcParent = dp, newDstParent = sp;
-            update(se.getIno(), b -> srcDir ? b.setCtimeNs(now).setParent(newSrcParent) : b.setCtimeNs(now));
-            update(de.getIno(), b -> dstDir ? b.setCtimeNs(now).setParent(newDstParent) : b.setCtimeNs(now));
+            update(se.getIno(), b -> srcDir ? b.setCtimeNs(ctimeAfter(b.getCtimeNs(), now)).setParent(newSrcParent) : b.setCtimeNs(ctimeAfter(b.getCtimeNs(), now)));
+            update(de.getIno(), b -> dstDir ? b.setCtimeNs(ctimeAfter(b.getCtimeNs(), now)).setParent(newDstParent) : b.setCtimeNs(ctimeAfter(b.getCtimeNs(), now)));
             touchDir(sp, now, spDelta);
             if (dp != sp) {
                 touchDir(dp, now, dpDelta);
@@ -935,7 +946,7 @@ public final class Namespace {
             spDelta--;
             dpDelta++;
         }
-        update(se.getIno(), b -> srcDir ? b.setCtimeNs(now).setParent(dp) : b.setCtimeNs(now));
+        update(se.getIno(), b -> srcDir ? b.setCtimeNs(ctimeAfter(b.getCtimeNs(), now)).setParent(dp) : b.setCtimeNs(ctimeAfter(b.getCtimeNs(), now)));
         if (sp == dp) {
             touchDir(sp, now, spDelta + dpDelta);
         } else {
@@ -1049,7 +1060,7 @@ public final class Namespace {
                 b.setMtimeNs((v & SETATTR_MTIME_NOW) != 0 ? now : r.getMtimeNs());
             }
         }
-        b.setCtimeNs(now);
+        b.setCtimeNs(ctimeAfter(cur.getCtimeNs(), now));
         InodeRecord rec = b.build();
         putInode(ino, rec);
         return attr(ino, rec);
@@ -1165,7 +1176,7 @@ public final class Namespace {
             throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
         }
         MdsSchema.putXattr(txn, ino, name, epoch, value);
-        InodeRecord.Builder b = r.toBuilder().setCtimeNs(now);
+        InodeRecord.Builder b = r.toBuilder().setCtimeNs(ctimeAfter(r.getCtimeNs(), now));
         if (!exists && r.hasXattrCount()) {
             b.setXattrCount(r.getXattrCount() + 1);
         }
@@ -1223,7 +1234,7 @@ public final class Namespace {
             throw err(Status.ENODATA, "no xattr '" + show(name) + "'");
         }
         MdsSchema.deleteXattr(txn, ino, name, epoch);
-        InodeRecord.Builder b = r.toBuilder().setCtimeNs(now);
+        InodeRecord.Builder b = r.toBuilder().setCtimeNs(ctimeAfter(r.getCtimeNs(), now));
         if (r.hasXattrCount()) {
             b.setXattrCount(Math.max(0, r.getXattrCount() - 1));
         }
@@ -1319,7 +1330,7 @@ public final class Namespace {
         } else {
             throw err(Status.EINVAL, "layouts apply to directories and regular files");
         }
-        putInode(ino, r.toBuilder().setLayout(stored).setCtimeNs(now).build());
+        putInode(ino, r.toBuilder().setLayout(stored).setCtimeNs(ctimeAfter(r.getCtimeNs(), now)).build());
         return stored;
     }
 
@@ -1404,7 +1415,7 @@ public final class Namespace {
             // utimensat after the last write already set ctime to its (later) time: keep both.
             b.setCtimeNs(Math.max(r.getCtimeNs(), writeNs));
         } else {
-            b.setMtimeNs(writeNs).setCtimeNs(now);
+            b.setMtimeNs(writeNs).setCtimeNs(ctimeAfter(r.getCtimeNs(), now));
         }
         if (c.getUid() != 0) {
             int m = b.getMode() & ~S_ISUID;

@@ -131,6 +131,35 @@ class ExtentsTest extends MdsTestBase {
         assertEquals(20, k.getSize());
     }
 
+    /**
+     * An inode's ctime grows with every change even when the leader stamped a later log entry
+     * with an earlier time (it stamps entries before ordering them; its clock may step back after
+     * a failover), so a client holding two answers for one inode keeps the later one by ctime.
+     * Regression: two commits of one file answered out of order left the client with the size
+     * before the second; with the stamps reversed the later change carried the smaller ctime.
+     */
+    @Test
+    void ctimeGrowsWithEveryChangeWhenTheClockStepsBack() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Layout l = f.getLayout();
+        long prev = f.getCtimeNs();
+        List<java.util.function.Supplier<Attr>> changes = List.of(
+                () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "c0", 10)), 10, 0),
+                () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "c1", 20)), 20, 0),
+                () -> mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_MODE).setMode(0600).build()),
+                () -> mds.link(ROOT, f.getIno(), R, b("g")),
+                () -> { mds.unlink(ROOT, R, b("g")); return mds.getattr(ROOT, f.getIno()); },
+                () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "c2", 30)), 30, 0));
+        for (var change : changes) {
+            clock.addAndGet(-1_000_000); // the next stamp is 1 ms before the last one
+            Attr a = change.get();
+            assertTrue(a.getCtimeNs() > prev, "ctime " + a.getCtimeNs() + " after " + prev);
+            prev = a.getCtimeNs();
+        }
+        assertEquals(30, mds.getattr(ROOT, f.getIno()).getSize());
+    }
+
     @Test
     void commitAndGetExtents() {
         registerOsts(2);
