@@ -321,12 +321,19 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
-     * Caches attributes read from the MDS and returns what the cache holds afterwards: the later
-     * by ctime of them and the cached ones (the MDS's ctime of an inode grows with each change,
-     * {@code Namespace.ctimeAfter}). A read answered after a commit of this client was cached
-     * could otherwise bring back the size before it.
+     * Caches attributes read from the MDS and returns what the cache holds afterwards. For a
+     * regular file, the later by ctime of them and the cached ones (the MDS's ctime of an inode
+     * grows with each change, {@code Namespace.ctimeAfter}): a read answered after a commit of
+     * this client was cached could otherwise bring back the size before it. A regular file's
+     * cached attributes only ever come from the MDS (a deferred create's local ones are replaced
+     * when the create is sent). A directory's may be local estimates stamped by this client's
+     * clock, which need not agree with the MDS's: the MDS's answer replaces them.
      */
     private Attr cacheFetched(Attr fetched) {
+        if (!isReg(fetched)) {
+            attrs.put(fetched.getIno(), fetched);
+            return fetched;
+        }
         return attrs.asMap().merge(fetched.getIno(), fetched, (old, fresh) -> fresh.getCtimeNs() >= old.getCtimeNs() ? fresh : old);
     }
 
