@@ -636,14 +636,20 @@ public final class OpenFile {
         return e != null ? e : committed.get(k);
     }
 
-    /** Bytes [from, from+len) of the block of {@code e}, as a shared read-only view (read with absolute gets). */
+    /**
+     * Bytes [from, from+len) of the block of {@code e}, as a shared read-only view with position 0
+     * and limit = bytes read ({@link dev.granary.oss.BlockIo#readView}'s shape; read it with absolute gets).
+     */
     private CompletableFuture<ByteBuffer> readBlock(Extent e, int from, int len) {
         if (len <= 0) {
             return CompletableFuture.completedFuture(EMPTY);
         }
         if (!e.getInlineData().isEmpty()) { // data on MDS: the bytes came with the extent map
             int end = (int) Math.min((long) from + len, e.getLength());
-            return CompletableFuture.completedFuture(from >= end ? EMPTY : e.getInlineData().substring(from, end).asReadOnlyByteBuffer());
+            // slice(): position 0 as readView's, where the substring's buffer starts at its offset
+            // in the extent's bytes (helper-found: reads of a small file through a handle with
+            // unsaved writes, and mmap stores written back from them, got the file's first bytes)
+            return CompletableFuture.completedFuture(from >= end ? EMPTY : e.getInlineData().substring(from, end).asReadOnlyByteBuffer().slice());
         }
         try {
             return vfs.blockIo().readView(e.getOst(), e.getBlockKey(), e.getBlockOffset() + from, len);

@@ -118,6 +118,43 @@ class GranaryVfsTest extends LocalClusterTestBase {
         vfs.release(ROOT, fh);
     }
 
+    /**
+     * A small file (data on MDS) read through a handle that holds unsaved writes returns the
+     * range asked for, at every offset, and a page written back after such a read (what the
+     * kernel does for a store into a shared mapping) keeps the file's bytes. Regression
+     * (helper-found): the inline bytes were copied from the start of the extent instead of the
+     * offset read, so pread(50000, 16) returned the bytes at 848, and an mmap store made 2,484
+     * wrong bytes permanent.
+     */
+    @Test
+    void aSmallFileReadThroughAHandleWithUnsavedWritesReturnsTheRangeAsked() {
+        String p = dir + "/inline";
+        byte[] data = random(60_000, 77); // within the 64 KiB stripe 0: inline
+        writeFile(vfs, p, data, 60_000);
+        long fh = vfs.open(ROOT, p, O_RDWR);
+        byte[] want = data.clone();
+        want[59_990] = 1;
+        want[59_991] = 2;
+        vfs.write(ROOT, fh, 59_990, new byte[] {1, 2}, 2);
+        for (int off = 0; off < 60_000; off += 4096 - 7) {
+            int n = Math.min(4096, 60_000 - off);
+            assertArrayEquals(Arrays.copyOfRange(want, off, off + n), vfs.read(ROOT, fh, off, 4096), "read at " + off);
+        }
+        // writeback of a page read through this handle, one byte changed (a store into a shared mapping)
+        byte[] page = vfs.read(ROOT, fh, 32_768, 4096);
+        page[100] ^= (byte) 0xFF;
+        want[32_868] ^= (byte) 0xFF;
+        vfs.write(ROOT, fh, 32_768, page, 4096);
+        vfs.release(ROOT, fh);
+        assertArrayEquals(want, readAll(vfs, p, 7_000), "the file after close");
+        var other = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+        try {
+            assertArrayEquals(want, readAll(other, p, 7_000), "the file on another client");
+        } finally {
+            other.close();
+        }
+    }
+
     private long calls(dev.granary.mds.proto.MdsRequest.OpCase op) {
         var n = cluster.mdsCalls.get(op);
         return n == null ? 0 : n.get();
