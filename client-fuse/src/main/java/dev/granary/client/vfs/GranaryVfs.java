@@ -1013,6 +1013,7 @@ public final class GranaryVfs implements AutoCloseable {
      * @throws FsException EEXIST (O_EXCL), EISDIR, EACCES, ENOENT (parent), ENAMETOOLONG
      */
     public long create(Caller c, String path, int mode, int flags) {
+        long changes = localChanges.get(); // before any MDS read of the file: see openHandle
         if (creates != null && (flags & (O_EXCL | O_APPEND)) == 0 && (flags & O_TRUNC) != 0
                 && (flags & O_ACCMODE) != O_RDONLY) {
             Long fh = createDeferred(c, path, mode, flags);
@@ -1037,7 +1038,7 @@ public final class GranaryVfs implements AutoCloseable {
         if ((flags & O_TRUNC) != 0 && a.getSize() > 0) {
             a = truncateIno(c, a.getIno(), 0);
         }
-        return openHandle(c, a, flags);
+        return openHandle(c, a, flags, null, changes);
     }
 
     /**
@@ -1064,7 +1065,7 @@ public final class GranaryVfs implements AutoCloseable {
             return null;
         }
         entryAdded(pn, a);
-        return openHandle(c, a, flags, List.of());
+        return openHandle(c, a, flags, List.of(), localChanges.get());
     }
 
     /**
@@ -1075,6 +1076,7 @@ public final class GranaryVfs implements AutoCloseable {
      * @throws FsException ENOENT, EISDIR (a directory), EACCES, ELOOP (a symlink), EINVAL (other types)
      */
     public long open(Caller c, String path, int flags) {
+        long changes = localChanges.get(); // before any MDS read of the file: see openHandle
         List<String> comps = components(path);
         Attr dir = walk(c, comps, Math.max(0, comps.size() - 1));
         Attr a = comps.isEmpty() ? dir : lookupIn(c, dir, comps.get(comps.size() - 1));
@@ -1118,7 +1120,7 @@ public final class GranaryVfs implements AutoCloseable {
             a = truncateIno(c, a.getIno(), 0);
             extents = List.of();
         }
-        return openHandle(c, a, flags, extents);
+        return openHandle(c, a, flags, extents, changes);
     }
 
     /**
@@ -1149,12 +1151,16 @@ public final class GranaryVfs implements AutoCloseable {
         return m;
     }
 
-    private long openHandle(Caller c, Attr a, int flags) {
-        return openHandle(c, a, flags, null);
-    }
-
-    /** Opens a handle; {@code extents} null: fetched from the MDS here (none when the file is empty). */
-    private long openHandle(Caller c, Attr a, int flags, List<Extent> extents) {
+    /**
+     * Opens a handle; {@code extents} null: fetched from the MDS here (none when the file is
+     * empty). {@code changesBefore}: {@code localChanges} before the open's first MDS read of the
+     * file. A commit of another handle here that the MDS applied after that read and that
+     * answered before this handle joined the inode's handles never reached it (commits tell the
+     * handles then open): the handle then reads its size and map again, so that it does not
+     * build a stripe on a block that is no longer the file's (helper-found: threads closing and
+     * reopening their descriptors while others wrote lost whole chunks at the end).
+     */
+    private long openHandle(Caller c, Attr a, int flags, List<Extent> extents, long changesBefore) {
         if (extents == null) {
             long stripe = a.getLayout().getStripeSize();
             long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
@@ -1177,6 +1183,13 @@ public final class GranaryVfs implements AutoCloseable {
             s.add(f);
             return s;
         });
+        if (localChanges.get() != changesBefore) {
+            try {
+                f.refreshMap(); // from here on every commit of this client reaches f
+            } catch (FsException e) {
+                LOG.debug("reading the map of inode {} again after open failed (the open's map stays): {}", a.getIno(), e.getMessage());
+            }
+        }
         return fh;
     }
 
@@ -1263,13 +1276,23 @@ public final class GranaryVfs implements AutoCloseable {
         if (open == null || open.size() < 2) {
             return f;
         }
-        for (OpenFile o : open) {
-            if (o != f && o.hasUncommittedWrites()) {
-                try {
-                    o.flush();
-                } catch (FsException e) {
-                    LOG.debug("committing another handle's writes of inode {} before a read failed: {}", f.ino(), e.getMessage());
+        // One pass looks at the handles one by one; a write that moved a stripe buffer from a
+        // handle not yet looked at to one already looked at hid its bytes from the pass
+        // (helper-found: zeros read back after the writer's pwrite returned), so a pass that
+        // overlapped a hand-over is made again.
+        for (int pass = 0; pass < 16; pass++) {
+            long moves = handOvers.get();
+            for (OpenFile o : open) {
+                if (o != f && o.mustFlushForPeers()) {
+                    try {
+                        o.flush();
+                    } catch (FsException e) {
+                        LOG.debug("committing another handle's writes of inode {} before a read failed: {}", f.ino(), e.getMessage());
+                    }
                 }
+            }
+            if (handOvers.get() == moves) {
+                break;
             }
         }
         return f;

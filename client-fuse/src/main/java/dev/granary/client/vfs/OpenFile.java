@@ -289,6 +289,25 @@ public final class OpenFile {
     }
 
     /**
+     * True while a read or stat through another handle of the inode must wait for this one
+     * ({@link #flush} does): it holds uncommitted writes, or a commit of it has reached the MDS
+     * but not yet the other handles (their extent maps and sizes), or append commits are running.
+     * Regression (helper-found): a read through another descriptor in that window, after the
+     * writing thread's pwrite returned, read zeros or hit the end of file.
+     */
+    boolean mustFlushForPeers() {
+        if (commitLock.isLocked()) {
+            return true;
+        }
+        lock.lock();
+        try {
+            return writeSeq != committedSeq || !appendChain.isDone();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
      * True when this handle holds uncommitted bytes that a write of stripes {@code [first, last]}
      * through another handle of the inode must follow: bytes of those stripes (buffered, uploading
      * or uploaded), any bytes when {@code anyStripe}, or queued appends (they go at the end, which
@@ -1017,6 +1036,29 @@ public final class OpenFile {
                 dropStripe(e.getStripeIndex());
             }
             size = Math.max(size, newSize);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Right after open, before any write: reads the file's size and whole extent map from the
+     * MDS again (one read, the handle's lock held, so a commit of another handle reaching it
+     * meanwhile waits and applies on top of the newer map).
+     *
+     * @throws FsException the MDS's errno (ENOENT when the file was removed since)
+     */
+    void refreshMap() {
+        lock.lock();
+        try {
+            MdsClient.FileMap m = vfs.mds().getFileMap(opener, ino);
+            committed.clear();
+            for (Extent e : m.extents()) {
+                committed.put(e.getStripeIndex(), e);
+            }
+            clearWindow();
+            size = m.attr().getSize(); // no write through this handle yet: the MDS's is the file's
+            appendEnd = size;
         } finally {
             lock.unlock();
         }
