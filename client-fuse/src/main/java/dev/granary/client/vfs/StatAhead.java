@@ -214,6 +214,16 @@ final class StatAhead {
                     dentries.invalidateAll(put);
                     attrs.invalidateAll(putAttrs);
                 } else {
+                    // A removal here that does not move the generation (an unlink leaving no
+                    // other name) marks its name before it drops the dentry, so a name marked
+                    // between the skip test and the insert above is found now: without this the
+                    // removed name came back from a page read before the unlink (CI: a stat of
+                    // an unlinked name succeeded).
+                    for (GranaryVfs.DentryKey key : put) {
+                        if (skip.test(dirIno, key.name())) {
+                            dentries.invalidate(key);
+                        }
+                    }
                     fetchedEntries.addAndGet(put.size());
                 }
             }
