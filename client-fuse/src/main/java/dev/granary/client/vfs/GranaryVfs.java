@@ -334,7 +334,12 @@ public final class GranaryVfs implements AutoCloseable {
             attrs.put(fetched.getIno(), fetched);
             return fetched;
         }
-        return attrs.asMap().merge(fetched.getIno(), fetched, (old, fresh) -> fresh.getCtimeNs() >= old.getCtimeNs() ? fresh : old);
+        return attrs.asMap().merge(fetched.getIno(), fetched, GranaryVfs::laterByCtime);
+    }
+
+    /** Of two MDS answers for one regular file, the later: the fresh one unless the old has a later ctime. */
+    private static Attr laterByCtime(Attr old, Attr fresh) {
+        return fresh.getCtimeNs() >= old.getCtimeNs() ? fresh : old;
     }
 
     private Attr lookupIn(Caller c, Attr dir, String name) {
@@ -504,29 +509,23 @@ public final class GranaryVfs implements AutoCloseable {
         if (open == null) {
             return a;
         }
-        // Writes move between handles (hand-overs) and out of them (commits) while we look, and
-        // a look at the handles one by one must count every uncommitted byte once: a hand-over
-        // from a handle not yet looked at to one already looked at hid the bytes in both (helper-
-        // found: fstat showed 0 while four descriptors wrote), so a look that overlapped one is
-        // taken again; a commit that emptied a handle has reached the attribute cache before the
-        // handle's lock is released, so the cache is read after the handles.
-        long size;
-        long writeNs;
-        int looks = 0;
-        while (true) {
-            long moves = handOvers.get();
-            size = 0;
-            writeNs = 0;
+        // Every uncommitted byte counted once: the look is taken again after a hand-over (helper-
+        // found: fstat showed 0 while four descriptors wrote); a commit that emptied a handle has
+        // reached the attribute cache before the handle's lock is released, so the cache is read
+        // after the handles.
+        long[] local = new long[2]; // largest size, latest write time (ns) of the uncommitted writes
+        untilNoHandOver(() -> {
+            local[0] = 0;
+            local[1] = 0;
             for (OpenFile f : open) {
                 if (f.hasUncommittedWrites()) {
-                    size = Math.max(size, f.size());
-                    writeNs = Math.max(writeNs, f.uncommittedWriteNs());
+                    local[0] = Math.max(local[0], f.size());
+                    local[1] = Math.max(local[1], f.uncommittedWriteNs());
                 }
             }
-            if (handOvers.get() == moves || ++looks >= 16) {
-                break;
-            }
-        }
+        });
+        long size = local[0];
+        long writeNs = local[1];
         Attr cached = attrs.getIfPresent(a.getIno());
         if (cached != null && cached.getCtimeNs() > a.getCtimeNs()) {
             a = cached; // a commit answered since a was read
@@ -552,6 +551,21 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
+     * Runs {@code pass}, a look at an inode's handles one by one, again while a hand-over of
+     * stripe buffers ({@link #handedOver}) overlapped it, at most 16 times: a buffer moved from a
+     * handle not yet looked at to one already looked at is seen in neither.
+     */
+    private void untilNoHandOver(Runnable pass) {
+        for (int looks = 0; looks < 16; looks++) {
+            long moves = handOvers.get();
+            pass.run();
+            if (handOvers.get() == moves) {
+                return;
+            }
+        }
+    }
+
+    /**
      * This client committed a change of {@code a}'s inode: its attributes as the MDS answered.
      * Commits of several handles run at once and their answers may arrive in any order: the
      * cache keeps the later one by ctime (the MDS sets ctime at each applied change), so an older
@@ -560,7 +574,7 @@ public final class GranaryVfs implements AutoCloseable {
     void attrCommitted(Attr a) {
         localChanges.incrementAndGet();
         lookupMaps.invalidate(a.getIno()); // own change: a map fetched before it is stale
-        attrs.asMap().merge(a.getIno(), a, (old, fresh) -> fresh.getCtimeNs() >= old.getCtimeNs() ? fresh : old);
+        attrs.asMap().merge(a.getIno(), a, GranaryVfs::laterByCtime);
     }
 
     /** Handle {@code from} committed {@code extents}: the other open handles of its inode take them as their base. */
@@ -1276,12 +1290,8 @@ public final class GranaryVfs implements AutoCloseable {
         if (open == null || open.size() < 2) {
             return f;
         }
-        // One pass looks at the handles one by one; a write that moved a stripe buffer from a
-        // handle not yet looked at to one already looked at hid its bytes from the pass
-        // (helper-found: zeros read back after the writer's pwrite returned), so a pass that
-        // overlapped a hand-over is made again.
-        for (int pass = 0; pass < 16; pass++) {
-            long moves = handOvers.get();
+        // again after a hand-over (helper-found: zeros read back after the writer's pwrite returned)
+        untilNoHandOver(() -> {
             for (OpenFile o : open) {
                 if (o != f && o.mustFlushForPeers()) {
                     try {
@@ -1291,10 +1301,7 @@ public final class GranaryVfs implements AutoCloseable {
                     }
                 }
             }
-            if (handOvers.get() == moves) {
-                break;
-            }
-        }
+        });
         return f;
     }
 

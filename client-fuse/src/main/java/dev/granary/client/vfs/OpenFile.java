@@ -1052,13 +1052,7 @@ public final class OpenFile {
         lock.lock();
         try {
             MdsClient.FileMap m = vfs.mds().getFileMap(opener, ino);
-            committed.clear();
-            for (Extent e : m.extents()) {
-                committed.put(e.getStripeIndex(), e);
-            }
-            clearWindow();
-            size = m.attr().getSize(); // no write through this handle yet: the MDS's is the file's
-            appendEnd = size;
+            installMap(m.attr(), m.extents()); // no write through this handle yet: the MDS's size is the file's
         } finally {
             lock.unlock();
         }
@@ -1069,20 +1063,24 @@ public final class OpenFile {
         lock.lock();
         try {
             long stripes = (attr.getSize() + stripeSize - 1) / stripeSize;
-            List<Extent> extents = stripes == 0 ? List.of() : vfs.mds().getExtents(opener, ino, 0, stripes);
-            committed.clear();
-            for (Extent e : extents) {
-                committed.put(e.getStripeIndex(), e);
-            }
-            uploaded.clear();
-            clearWindow();
-            size = attr.getSize();
-            appendEnd = attr.getSize();
-            appendMapStale = false;
-            nextSequentialOffset = 0;
+            installMap(attr, stripes == 0 ? List.of() : vfs.mds().getExtents(opener, ino, 0, stripes));
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Makes {@code extents} and {@code attr}'s size this handle's committed state (lock held). */
+    private void installMap(Attr attr, List<Extent> extents) {
+        committed.clear();
+        for (Extent e : extents) {
+            committed.put(e.getStripeIndex(), e);
+        }
+        uploaded.clear();
+        clearWindow();
+        size = attr.getSize();
+        appendEnd = attr.getSize();
+        appendMapStale = false;
+        nextSequentialOffset = 0;
     }
 
     /**
