@@ -2,6 +2,7 @@ package dev.granary.tools;
 
 import dev.granary.mds.FsException;
 import dev.granary.tools.cli.CacheCommand;
+import dev.granary.tools.cli.GcCommand;
 import dev.granary.tools.cli.GetstripeCommand;
 import dev.granary.tools.cli.MdsCommand;
 import dev.granary.tools.cli.MountCommand;
@@ -21,7 +22,7 @@ import picocli.CommandLine.Command;
 @Command(name = "granary", mixinStandardHelpOptions = true, version = "granary 0.1.0",
         description = "Granary: an object-backed parallel filesystem (Raft metadata, S3 data, FUSE client).",
         subcommands = {QuickstartCommand.class, MdsCommand.class, OssCommand.class, MountCommand.class,
-                StatusCommand.class, CacheCommand.class, SetstripeCommand.class, GetstripeCommand.class, NoopFsCommand.class,
+                StatusCommand.class, CacheCommand.class, GcCommand.class, SetstripeCommand.class, GetstripeCommand.class, NoopFsCommand.class,
                 CommandLine.HelpCommand.class})
 public final class GranaryCli implements Runnable {
     @CommandLine.Spec

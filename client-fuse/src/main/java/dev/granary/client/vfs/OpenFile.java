@@ -473,6 +473,59 @@ public final class OpenFile {
      * @throws FsException EINVAL for a negative offset/length, EIO when a block read fails
      */
     public List<ByteBuffer> readBuffers(long offset, int length) {
+        try {
+            return readBuffersOnce(offset, length);
+        } catch (FsException e) {
+            if (!missingBlock(e) || !reloadAfterMissingBlock()) {
+                throw e;
+            }
+            return readBuffersOnce(offset, length); // once: the map read after the miss is the live one
+        }
+    }
+
+    /** Whether {@code e} is a block read that found no block (the OSS answered NOT_FOUND). */
+    private static boolean missingBlock(FsException e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof java.io.FileNotFoundException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * A block of this handle's extent map was not found: the file changed at another client (or
+     * was removed there) and the block GC deleted the old block after its grace period. A handle
+     * with nothing of its own uncommitted reads the live map and size from the MDS again, as an
+     * open would (close-to-open allows a reader to see the newer file), and returns true; one with
+     * writes in flight keeps its map (false: the read fails with EIO).
+     *
+     * @throws FsException ESTALE when the file no longer exists (removed by another client, as NFS)
+     */
+    private boolean reloadAfterMissingBlock() {
+        lock.lock();
+        try {
+            if (!nothingUncommitted() || appendsPending()) {
+                return false;
+            }
+            MdsClient.FileMap m;
+            try {
+                m = vfs.mds().getFileMap(opener, ino);
+            } catch (FsException e) {
+                if (e.status() == Status.ENOENT) {
+                    throw new FsException(Status.ESTALE, "inode " + Long.toUnsignedString(ino)
+                            + " was removed by another client and its blocks deleted", e);
+                }
+                throw e;
+            }
+            installMap(m.attr(), m.extents());
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private List<ByteBuffer> readBuffersOnce(long offset, int length) {
         if (offset < 0 || length < 0) {
             throw new FsException(Status.EINVAL, "negative offset or length");
         }

@@ -385,6 +385,25 @@ public final class MdsClient implements AutoCloseable {
         return read(req(c).setListOss(ListOssRequest.getDefaultInstance())).getOssesList();
     }
 
+    /**
+     * A page of the GC queue: blocks freed before {@code deadBeforeNs} (ns since the Unix epoch),
+     * from sequence number {@code fromSeq} on, at most {@code limit} (see {@code GcListRequest});
+     * {@code more}: the eligible prefix goes on. Root only (EPERM).
+     */
+    public GcPage gcList(Caller c, long fromSeq, int limit, long deadBeforeNs) {
+        MdsResponse r = read(req(c).setGcList(dev.granary.mds.proto.GcListRequest.newBuilder()
+                .setFromSeq(fromSeq).setLimit(limit).setDeadBeforeNs(deadBeforeNs)));
+        return new GcPage(r.getGcList(), r.getMore());
+    }
+
+    /** A page of the GC queue ({@link #gcList}). */
+    public record GcPage(List<dev.granary.mds.proto.GcBlock> blocks, boolean more) {}
+
+    /** Drops the GC records {@code seqs}, whose blocks were deleted (one Raft write); returns how many were queued. Root only (EPERM). */
+    public int gcDone(Caller c, List<Long> seqs) {
+        return write(req(c).setGcDone(dev.granary.mds.proto.GcDoneRequest.newBuilder().addAllSeqs(seqs))).getGcDropped();
+    }
+
     @Override
     public void close() {
         transport.close();

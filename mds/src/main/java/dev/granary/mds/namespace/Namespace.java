@@ -21,6 +21,7 @@ import dev.granary.mds.schema.BufferedTxn;
 import dev.granary.mds.schema.MdsSchema;
 import dev.granary.mds.schema.proto.DentryRecord;
 import dev.granary.mds.schema.proto.GcRecord;
+import dev.granary.mds.proto.GcBlock;
 import dev.granary.mds.schema.proto.InodeRecord;
 import dev.granary.mds.schema.proto.LockTableRecord;
 import dev.granary.mds.schema.proto.SessionRecord;
@@ -350,12 +351,12 @@ public final class Namespace {
     }
 
     /** Deletes an inode without links: tombstones, extents and xattrs, block references to gc, usage. */
-    private void destroyInode(long ino, InodeRecord r) {
+    private void destroyInode(long ino, InodeRecord r, long now) {
         if (isReg(r.getMode())) {
             List<Extent> extents = new ArrayList<>();
             MdsSchema.scanExtents(txn, ino, 0, -1L, epoch, e -> extents.add(e));
             for (Extent e : extents) {
-                freeBlock(ino, e);
+                freeBlock(ino, e, now);
                 MdsSchema.deleteExtent(txn, ino, e.getStripeIndex(), epoch);
             }
         }
@@ -368,19 +369,21 @@ public final class Namespace {
         addUsage(isReg(r.getMode()) ? -r.getSize() : 0, -1);
     }
 
-    private void freeBlock(long ino, Extent e) {
+    /** Queues the block of extent {@code e} of {@code ino} for deletion (GC queue), stamped {@code now} (ns). */
+    private void freeBlock(long ino, Extent e, long now) {
         if (e.getBlockKey().isEmpty()) {
             return; // inline data: no block to delete
         }
         MdsSchema.appendGc(txn, GcRecord.newBuilder().setOst(e.getOst()).setBlockKey(e.getBlockKey())
-                .setBirthEpoch(e.getBirthEpoch()).setDeathEpoch(epoch).setIno(ino).setStripeIndex(e.getStripeIndex()).build());
+                .setBirthEpoch(e.getBirthEpoch()).setDeathEpoch(epoch).setIno(ino).setStripeIndex(e.getStripeIndex())
+                .setDeathTimeNs(now).build());
     }
 
     /** Drops one link of a non-directory; deletes it when it was the last. */
     private void dropLink(long ino, long now) {
         InodeRecord r = inode(ino);
         if (r.getNlink() <= 1) {
-            destroyInode(ino, r);
+            destroyInode(ino, r, now);
         } else {
             putInode(ino, r.toBuilder().setNlink(r.getNlink() - 1).setCtimeNs(ctimeAfter(r.getCtimeNs(), now)).build());
         }
@@ -817,7 +820,7 @@ public final class Namespace {
             throw err(Status.ENOTEMPTY, "directory '" + show(name) + "' is not empty");
         }
         MdsSchema.deleteDentry(txn, parent, name, epoch);
-        destroyInode(d.getIno(), victim);
+        destroyInode(d.getIno(), victim, now);
         touchDir(parent, now, -1);
         return removedAttr(d.getIno());
     }
@@ -934,7 +937,7 @@ public final class Namespace {
         if (dst != null) {
             if (dstDir) {
                 MdsSchema.deleteDentry(txn, dp, dn, epoch); // rewritten below; keeps the order clear
-                destroyInode(de.getIno(), dst);
+                destroyInode(de.getIno(), dst, now);
                 dpDelta--;
             } else {
                 dropLink(de.getIno(), now);
@@ -1039,7 +1042,7 @@ public final class Namespace {
                 throw err(Status.EFBIG, "size " + Long.toUnsignedString(size) + " exceeds the largest file size");
             }
             if (size != cur.getSize()) {
-                truncate(ino, b, size);
+                truncate(ino, b, size, now);
                 b.setMtimeNs(now);
             }
         }
@@ -1067,7 +1070,7 @@ public final class Namespace {
     }
 
     /** Changes the size of regular file {@code ino} (record in {@code b}) to {@code size}. */
-    private void truncate(long ino, InodeRecord.Builder b, long size) {
+    private void truncate(long ino, InodeRecord.Builder b, long size, long now) {
         long old = b.getSize();
         long ss = b.getLayout().getStripeSize();
         if (Long.compareUnsigned(size, old) < 0 && ss > 0) {
@@ -1075,7 +1078,7 @@ public final class Namespace {
             List<Extent> dropped = new ArrayList<>();
             MdsSchema.scanExtents(txn, ino, keep, -1L, epoch, e -> dropped.add(e));
             for (Extent e : dropped) {
-                freeBlock(ino, e);
+                freeBlock(ino, e, now);
                 MdsSchema.deleteExtent(txn, ino, e.getStripeIndex(), epoch);
             }
             long tail = size % ss;
@@ -1405,7 +1408,7 @@ public final class Namespace {
         for (Extent e : extents) {
             Extent old = MdsSchema.getExtent(txn, ino, e.getStripeIndex(), epoch);
             if (old != null && !(old.getOst() == e.getOst() && old.getBlockKey().equals(e.getBlockKey()))) {
-                freeBlock(ino, old);
+                freeBlock(ino, old, now);
             }
             MdsSchema.putExtent(txn, ino, epoch, e.toBuilder().setBirthEpoch(epoch).build());
         }
@@ -1628,5 +1631,69 @@ public final class Namespace {
     /** All registered OSSes by address. */
     public List<OssInfo> listOss(Caller c) {
         return MdsSchema.listOss(txn);
+    }
+
+    // =============================================================================== GC queue
+
+    /** Most GC records one {@link #gcList} answers. */
+    public static final int GC_LIST_MAX = 10_000;
+
+    /** A page of the GC queue: its blocks, and whether the eligible prefix goes on past them. */
+    public record GcPage(List<GcBlock> blocks, boolean more) {}
+
+    /**
+     * The GC queue's longest prefix, from sequence number {@code fromSeq} on, of blocks freed
+     * before {@code deadBeforeNs} (ns since the Unix epoch), at most {@code limit} of them (0 or
+     * more than {@link #GC_LIST_MAX}: that many). The queue is in the order blocks were freed, so
+     * the prefix is what a grace period lets go. A block its stripe's live extent still references
+     * comes with {@code still_referenced} (a safety net: a freed block is never referenced again).
+     * Records without a death time (written before it was kept) count as dead long ago.
+     *
+     * @throws FsException EPERM (non-root)
+     */
+    public GcPage gcList(Caller c, long fromSeq, int limit, long deadBeforeNs) {
+        if (c.getUid() != 0) {
+            throw err(Status.EPERM, "only root reads the GC queue");
+        }
+        int max = limit <= 0 || limit > GC_LIST_MAX ? GC_LIST_MAX : limit;
+        List<GcBlock> out = new ArrayList<>();
+        boolean[] more = {false};
+        MdsSchema.scanGc(txn, fromSeq, q -> {
+            GcRecord g = q.rec();
+            if (g.getDeathTimeNs() >= deadBeforeNs) {
+                return false; // freed within the grace period: this and what follows stay
+            }
+            if (out.size() == max) {
+                more[0] = true;
+                return false;
+            }
+            Extent live = MdsSchema.getExtent(txn, g.getIno(), g.getStripeIndex(), epoch);
+            boolean referenced = live != null && live.getOst() == g.getOst() && live.getBlockKey().equals(g.getBlockKey());
+            out.add(GcBlock.newBuilder().setSeq(q.seq()).setOst(g.getOst()).setBlockKey(g.getBlockKey())
+                    .setIno(g.getIno()).setStripeIndex(g.getStripeIndex()).setDeathTimeNs(g.getDeathTimeNs())
+                    .setStillReferenced(referenced).build());
+            return true;
+        });
+        return new GcPage(out, more[0]);
+    }
+
+    /**
+     * Drops the GC records {@code seqs} (root only): their blocks are deleted. Numbers no longer
+     * queued are skipped, so a retried request changes nothing. Returns the records dropped.
+     *
+     * @throws FsException EPERM (non-root)
+     */
+    public int gcDone(Caller c, List<Long> seqs) {
+        requireWritable();
+        if (c.getUid() != 0) {
+            throw err(Status.EPERM, "only root drops GC records");
+        }
+        int n = 0;
+        for (long seq : seqs) {
+            if (MdsSchema.deleteGc(txn, seq)) {
+                n++;
+            }
+        }
+        return n;
     }
 }

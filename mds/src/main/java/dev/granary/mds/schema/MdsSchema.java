@@ -516,6 +516,34 @@ public final class MdsSchema {
         t.put(GC, be64(seq), rec.toByteArray());
     }
 
+    /** A GC record with its sequence number (its key in CF {@code gc}). */
+    public record QueuedGc(long seq, GcRecord rec) {}
+
+    /**
+     * The GC queue's records with sequence numbers of at least {@code fromSeq}, in sequence order,
+     * while {@code take} accepts them: the first record it refuses ends the scan (not included).
+     */
+    public static void scanGc(KvReader r, long fromSeq, java.util.function.Predicate<QueuedGc> take) {
+        try (KvIterator it = r.seek(GC, be64(fromSeq))) {
+            for (; it.valid(); it.next()) {
+                QueuedGc q = new QueuedGc(be64(it.key(), 0), parse(GcRecord.parser(), it.value(), "gc"));
+                if (!take.test(q)) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /** Removes GC record {@code seq}; returns whether it was queued. */
+    public static boolean deleteGc(KvTxn t, long seq) {
+        byte[] key = be64(seq);
+        if (t.get(GC, key) == null) {
+            return false;
+        }
+        t.delete(GC, key);
+        return true;
+    }
+
     /** The GC queue in sequence order (for the GC worker and tests). */
     public static List<GcRecord> listGc(KvReader r) {
         List<GcRecord> out = new ArrayList<>();

@@ -205,6 +205,11 @@ public final class MdsStateMachine implements KvApplier {
             }
             case LIST_OSTS -> out.addAllOsts(ns.listOsts(c));
             case LIST_OSS -> out.addAllOsses(ns.listOss(c));
+            case GC_LIST -> {
+                var q = r.getGcList();
+                Namespace.GcPage p = ns.gcList(c, q.getFromSeq(), q.getLimit(), q.getDeadBeforeNs());
+                out.addAllGc(p.blocks()).setMore(p.more());
+            }
             case OP_NOT_SET -> throw new FsException(Status.EINVAL, "request without an operation");
             default -> {
                 if (!mutable) {
@@ -300,6 +305,7 @@ public final class MdsStateMachine implements KvApplier {
             case ALLOC_INODES -> out.setFirstIno(ns.allocInodes(r.getAllocInodes().getCount()));
             case REGISTER_OST -> ns.registerOst(c, r.getRegisterOst().getOst());
             case REGISTER_OSS -> ns.registerOss(c, r.getRegisterOss().getOss());
+            case GC_DONE -> out.setGcDropped(ns.gcDone(c, r.getGcDone().getSeqsList()));
             default -> throw new FsException(Status.ENOSYS, "operation " + r.getOpCase() + " is not supported");
         }
     }

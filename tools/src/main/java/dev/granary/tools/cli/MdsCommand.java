@@ -27,7 +27,15 @@ public final class MdsCommand implements Callable<Integer> {
         RaftKvServer server = Nodes.startMds(cfg, id);
         System.out.println("granary mds " + id + " serving " + GranaryConfig.node(cfg.mds, id, "mds").address
                 + " (storage " + Path.of(cfg.dataDir, "mds", id) + ")");
-        ConfigOption.awaitShutdown(server);
+        // The block GC runs beside every peer and works while that peer leads (one worker at a time).
+        Nodes.Gc gc = Nodes.gc(cfg, server::isLeader);
+        ConfigOption.awaitShutdown(() -> {
+            try {
+                gc.close();
+            } finally {
+                server.close();
+            }
+        });
         return 0;
     }
 }

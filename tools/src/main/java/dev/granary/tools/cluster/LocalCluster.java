@@ -7,6 +7,7 @@ import dev.granary.raft.RaftKvServer;
 import dev.granary.tools.UserError;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
+import dev.granary.tools.gc.BlockGc;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
@@ -29,6 +30,7 @@ public final class LocalCluster implements AutoCloseable {
     private final List<RaftKvServer> mds = new ArrayList<>();
     private final List<OssServer> oss = new ArrayList<>();
     private MdsClient admin;
+    private Nodes.Gc gc;
     private final List<Nodes.Client> clients = new ArrayList<>();
     private boolean closed;
 
@@ -86,6 +88,7 @@ public final class LocalCluster implements AutoCloseable {
             }
             c.admin = Nodes.mdsClient(cfg);
             Nodes.register(cfg, c.admin);
+            c.gc = Nodes.gc(cfg, () -> true); // one worker for the cluster: its MDS client reaches the leader
             say(out, "  MDS   " + cfg.mds.size() + " Raft peers " + String.join(", ", cfg.mds.stream().map(n -> n.id + "@" + n.address).toList())
                     + "; leader " + c.leaderId().orElse("?"));
             say(out, "  OSS   " + String.join(", ", cfg.oss.stream().map(n -> n.id + "@" + n.address).toList())
@@ -123,6 +126,11 @@ public final class LocalCluster implements AutoCloseable {
         return oss;
     }
 
+    /** The cluster's block GC worker ({@code gc.interval}; {@link BlockGc#runPass} runs a pass now). */
+    public BlockGc gc() {
+        return gc.gc();
+    }
+
     /** A namespace client for administration (root identity). */
     public MdsClient admin() {
         return admin;
@@ -156,6 +164,7 @@ public final class LocalCluster implements AutoCloseable {
         closed = true;
         List<Runnable> steps = new ArrayList<>();
         for (Nodes.Client c : clients) steps.add(c::close);
+        if (gc != null) steps.add(gc::close);
         if (admin != null) steps.add(admin::close);
         for (OssServer o : oss) steps.add(o::close);
         for (RaftKvServer m : mds) steps.add(m::close);

@@ -23,6 +23,7 @@ import dev.granary.raft.RaftServerConfig;
 import dev.granary.tools.UserError;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
+import dev.granary.tools.gc.BlockGc;
 import java.net.URI;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -247,6 +248,35 @@ public final class Nodes {
         for (GranaryConfig.Node n : cfg.oss) {
             mds.registerOss(ROOT, n.address);
         }
+    }
+
+    /** A block GC worker with the MDS and OSS clients it owns; closing it stops the worker and closes them. */
+    public record Gc(BlockGc gc, MdsClient mds, OssClient oss) implements AutoCloseable {
+        @Override
+        public void close() {
+            try {
+                gc.close();
+            } finally {
+                oss.close();
+                mds.close();
+            }
+        }
+    }
+
+    /**
+     * A block GC of the config's cluster (MDS over Raft, the config's OSSes) with the grace
+     * {@code gc.grace}; started ({@link BlockGc#start}, a pass every {@code gc.interval} while
+     * {@code active} holds) unless {@code active} is null or the interval is 0.
+     */
+    public static Gc gc(GranaryConfig cfg, java.util.function.BooleanSupplier active) {
+        MdsClient mds = mdsClient(cfg);
+        OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList());
+        BlockGc gc = new BlockGc(mds, oss, Sizes.parseDuration(cfg.gc.grace));
+        java.time.Duration interval = Sizes.parseDuration(cfg.gc.interval);
+        if (active != null && !interval.isZero()) {
+            gc.start(interval, active);
+        }
+        return new Gc(gc, mds, oss);
     }
 
     /** The FUSE client settings of the config. */

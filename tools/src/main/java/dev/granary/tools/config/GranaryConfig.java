@@ -46,6 +46,8 @@ public final class GranaryConfig {
     public Client client = new Client();
     /** Raft settings of the MDS peers (give every peer of a cluster the same). */
     public Raft raft = new Raft();
+    /** Block garbage collection: when freed blocks are deleted from the OSTs. */
+    public Gc gc = new Gc();
 
     /** One server process: a stable id and its host:port. */
     public static final class Node {
@@ -129,6 +131,14 @@ public final class GranaryConfig {
         public int snapshotThreshold = 10_000;
         /** Size of one Raft log segment file, e.g. "8MiB"; only closed segments are purged after a snapshot. */
         public String logSegmentSize = "8MiB";
+    }
+
+    /** Block GC settings (the MDS leader's process runs the worker). */
+    public static final class Gc {
+        /** A freed block is deleted this long after it was freed at the earliest: a reader whose extent map predates the free reads it meanwhile. */
+        public String grace = "5m";
+        /** Time between two GC passes ("0s": no worker; {@code granary gc} still runs a pass). */
+        public String interval = "30s";
     }
 
     private static ObjectMapper mapper() {
@@ -227,6 +237,9 @@ public final class GranaryConfig {
             lease = Sizes.parseDuration(client.lockLease);
             if (Sizes.parseDuration(s3.requestTimeout).isZero()) throw new IllegalArgumentException("s3.request_timeout must be positive");
             if (Sizes.parseDuration(client.ioTimeout).isZero()) throw new IllegalArgumentException("client.io_timeout must be positive");
+            if (gc == null) gc = new Gc();
+            Sizes.parseDuration(gc.grace);
+            Sizes.parseDuration(gc.interval);
         } catch (IllegalArgumentException e) {
             throw new ConfigException(p + e.getMessage());
         }
