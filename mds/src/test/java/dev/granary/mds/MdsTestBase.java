@@ -74,6 +74,12 @@ public abstract class MdsTestBase {
         }
     }
 
+    /** An extent of stripe {@code stripe} in block {@code key} on the OST the layout gives that stripe. */
+    protected static dev.granary.mds.proto.Extent ext(dev.granary.mds.proto.Layout l, long stripe, String key, long len) {
+        return dev.granary.mds.proto.Extent.newBuilder().setStripeIndex(stripe).setOst(l.getOsts((int) (stripe % l.getStripeCount())))
+                .setBlockKey(key).setLength(len).build();
+    }
+
     protected void registerOsts(int n) {
         for (int i = 0; i < n; i++) {
             mds.registerOst(ROOT, OstInfo.newBuilder().setIndex(i).setEndpoint("http://s3:9000").setBucket("b" + i).build());

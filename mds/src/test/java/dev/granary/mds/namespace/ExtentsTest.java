@@ -19,10 +19,6 @@ import org.junit.jupiter.api.Test;
 class ExtentsTest extends MdsTestBase {
     static final long MIB = 1 << 20;
 
-    private Extent ext(Layout l, long stripe, String key, long len) {
-        return Extent.newBuilder().setStripeIndex(stripe).setOst(l.getOsts((int) (stripe % l.getStripeCount())))
-                .setBlockKey(key).setLength(len).build();
-    }
 
     private List<GcRecord> gc() {
         return MdsSchema.listGc(transport.kv());

@@ -15,10 +15,6 @@ import org.junit.jupiter.api.Test;
 
 /** gc_list and gc_done: the GC worker's view of the queue of freed blocks (grace period, pages, retries, root only). */
 class GcQueueTest extends MdsTestBase {
-    private static Extent ext(Layout l, long stripe, String key, long len) {
-        return Extent.newBuilder().setStripeIndex(stripe).setOst(l.getOsts((int) (stripe % l.getStripeCount())))
-                .setBlockKey(key).setLength(len).build();
-    }
 
     private static List<String> keys(MdsClient.GcPage p) {
         return p.blocks().stream().map(GcBlock::getBlockKey).toList();
