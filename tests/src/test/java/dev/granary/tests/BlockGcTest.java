@@ -132,6 +132,10 @@ class BlockGcTest {
         assertEquals(new BlockGc.Pass(0, 0, 0), young, "nothing was freed an hour ago");
         assertTrue(objects().containsAll(freed), "within the grace the freed blocks stay");
 
+        LayoutAndInlineTest.Cli status = cli("status", "-c", config.toString());
+        assertTrue(status.out().contains("  GC  queue 6 freed blocks, 0 freed more than gc.grace (5m) ago; no timed passes (gc.interval 0s)"),
+                status.toString());
+
         LayoutAndInlineTest.Cli gc = cli("gc", "-c", config.toString(), "--grace", "0s");
         assertEquals(0, gc.rc(), gc.toString());
         assertTrue(gc.out().get(0).startsWith("granary gc: 6 blocks deleted"), gc.toString());

@@ -1,6 +1,7 @@
 package dev.granary.tools.cli;
 
 import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.namespace.Namespace;
 import dev.granary.mds.proto.OssInfo;
 import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.proto.StatFsReply;
@@ -57,8 +58,28 @@ public final class StatusCommand implements Callable<Integer> {
                 }
             }
             System.out.println("  used " + Sizes.format(s.getUsedBytes()) + " in " + s.getUsedInodes() + " inodes");
+            System.out.println("  GC  " + gcLine(mds, cfg));
         }
         return 0;
+    }
+
+    /**
+     * The GC queue: freed blocks waiting for deletion, and how many of them are past
+     * {@code gc.grace} (the next pass deletes those); counted up to one page each
+     * ({@link Namespace#GC_LIST_MAX}, shown as "10000+").
+     */
+    private static String gcLine(MdsClient mds, GranaryConfig cfg) {
+        java.time.Duration grace = Sizes.parseDuration(cfg.gc.grace);
+        long now = java.time.Instant.now().getEpochSecond() * 1_000_000_000L;
+        MdsClient.GcPage all = mds.gcList(Nodes.ROOT, 0, 0, Long.MAX_VALUE);
+        MdsClient.GcPage due = mds.gcList(Nodes.ROOT, 0, 0, now - grace.toNanos());
+        return "queue " + count(all) + " freed blocks, " + count(due) + " freed more than gc.grace (" + cfg.gc.grace
+                + ") ago; " + (Sizes.parseDuration(cfg.gc.interval).isZero() ? "no timed passes (gc.interval 0s)"
+                : "a pass every " + cfg.gc.interval + " on the MDS leader");
+    }
+
+    private static String count(MdsClient.GcPage p) {
+        return p.blocks().size() + (p.more() ? "+" : "");
     }
 
     /** The read cache and S3 request counters of one OSS, or why it could not be asked. */
