@@ -23,6 +23,19 @@ public interface ObjectStore extends AutoCloseable {
     /** Deletes {@code key}; deleting a missing key is not an error (S3 semantics). */
     void delete(String key);
 
+    /**
+     * Deletes every key of {@code keys}; missing keys are not errors. The default deletes them one
+     * by one; S3 stores send one multi-object delete per 1,000 keys (S3 API DeleteObjects).
+     *
+     * @throws ObjectStoreException naming the first key that could not be deleted (the others
+     *     may or may not be gone: deleting again is safe)
+     */
+    default void deleteAll(List<String> keys) {
+        for (String key : keys) {
+            delete(key);
+        }
+    }
+
     /** Returns metadata of {@code key}, or null when absent. */
     ObjectInfo head(String key);
 

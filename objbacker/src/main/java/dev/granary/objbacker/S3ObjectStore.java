@@ -297,6 +297,38 @@ public final class S3ObjectStore implements ObjectStore {
         }
     }
 
+    /** Most keys of one DeleteObjects request (S3 API limit). */
+    static final int DELETE_BATCH = 1000;
+
+    /**
+     * Deletes {@code keys} with one DeleteObjects request per {@value #DELETE_BATCH} keys (quiet
+     * mode: the answer lists only failures); a missing key is not an error (S3 semantics).
+     *
+     * @throws ObjectStoreException for a failed request, or naming the first key S3 did not delete
+     */
+    @Override
+    public void deleteAll(List<String> keys) {
+        for (int from = 0; from < keys.size(); from += DELETE_BATCH) {
+            List<software.amazon.awssdk.services.s3.model.ObjectIdentifier> ids = new ArrayList<>();
+            for (String key : keys.subList(from, Math.min(keys.size(), from + DELETE_BATCH))) {
+                ids.add(software.amazon.awssdk.services.s3.model.ObjectIdentifier.builder().key(fullKey(key)).build());
+            }
+            counters.deletes.incrementAndGet();
+            software.amazon.awssdk.services.s3.model.DeleteObjectsResponse r;
+            try {
+                r = s3.deleteObjects(b -> b.bucket(config.bucket()).delete(d -> d.objects(ids).quiet(true)));
+            } catch (SdkException e) {
+                throw map("DELETE (" + ids.size() + " keys from)", ids.get(0).key(), e);
+            }
+            for (software.amazon.awssdk.services.s3.model.S3Error err : r.errors()) {
+                if (!"NoSuchKey".equals(err.code())) {
+                    throw new ObjectStoreException(ObjectStoreException.Kind.OTHER,
+                            "DELETE " + where(err.key()) + ": " + err.code() + " " + err.message(), null);
+                }
+            }
+        }
+    }
+
     /**
      * HEAD of {@code key}: its size in bytes, or null when absent (404). A HEAD answer carries no
      * error code, so a missing bucket also reads as absent here; {@link #checkAccess()} tells them apart.

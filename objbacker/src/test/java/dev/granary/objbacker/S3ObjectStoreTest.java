@@ -141,6 +141,24 @@ class S3ObjectStoreTest {
     }
 
     @Test
+    void deleteAllRemovesManyKeysInBatchesAndIgnoresMissingOnes() {
+        List<String> keys = new java.util.ArrayList<>();
+        for (int i = 0; i < 2500; i++) {
+            keys.add("many/k" + i);
+            if (i % 2 == 0) {
+                store.put("many/k" + i, new byte[] {(byte) i}); // every other key is missing
+            }
+        }
+        store.put("many/keep", new byte[] {9});
+        long before = store.counters().deletes.get();
+        store.deleteAll(keys);
+        assertEquals(3, store.counters().deletes.get() - before, "one request per 1,000 keys");
+        assertEquals(List.of(new ObjectStore.ObjectInfo("many/keep", 1)), store.list("many/"));
+        store.deleteAll(keys); // again: nothing left to delete, no error
+        store.deleteAll(List.of());
+    }
+
+    @Test
     void listPagesThroughManyKeys() {
         try (S3ObjectStore small = S3ObjectStore.open(s3.config(BUCKET, "listing").withListPageSize(3))) {
             for (int i = 0; i < 10; i++) {

@@ -49,9 +49,7 @@ public final class DirectBlockIo implements BlockIo {
     @Override
     public CompletableFuture<Void> delete(int ost, List<String> keys) {
         return run("delete of " + keys.size() + " blocks on OST " + ost, ost, store -> {
-            for (String key : keys) {
-                store.delete(key);
-            }
+            store.deleteAll(keys);
             return null;
         });
     }
