@@ -484,6 +484,7 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("create", path, c -> {
             fi.fh.set(vfs.create(c, path, (int) mode, fi.flags.get()));
+            directIoForAppend(fi);
             return 0;
         });
     }
@@ -508,6 +509,7 @@ public class GranaryFuse extends PooledFuseFS {
                 return -ErrorCodes.ESTALE();
             }
             fi.fh.set(fh);
+            directIoForAppend(fi);
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
             // fresh ones, so make the kernel ask again rather than keep a size from before, unless
             // what it holds is these (then its next fstat or read past its EOF would cost a
@@ -578,6 +580,36 @@ public class GranaryFuse extends PooledFuseFS {
      * {@link FuseFileInfo} maps it as padding.
      */
     private static final int WRITEPAGE_OFFSET = 16;
+
+    /**
+     * Byte offset of libfuse 2's bit fields ({@code direct_io:1, keep_cache:1, flush:1, ...}, the
+     * first in bit 0) in {@code struct fuse_file_info}, after {@code int writepage}; jnr-fuse 0.5.8
+     * maps them as padding.
+     */
+    private static final int BITFIELDS_OFFSET = 20;
+
+    /**
+     * Opens a write-only {@code O_APPEND} descriptor (a shell's {@code >>}, Python's {@code "a"},
+     * loggers) with {@code direct_io} (FOPEN_DIRECT_IO): its writes
+     * reach Granary from the writer's own buffer, not through the page cache. Through the page
+     * cache, the kernel places an appended record at its own idea of the end of file (stale while
+     * other clients append) and sends the WRITE from those cache pages; with readers of the file
+     * on the same mount, records arrived with their last bytes zeroed and were committed so (a
+     * helper's five appenders on two mounts with a tail reader on each: 2-181 NUL bytes in every
+     * run; none with direct_io). Granary places appended bytes at the MDS's end of file anyway,
+     * so the cache pages at the kernel's guess were never the file's bytes. A read-write
+     * {@code O_APPEND} descriptor keeps the page cache, since a shared mapping of it must work
+     * (the kernel refuses MAP_SHARED of a direct_io file: ENODEV); other descriptors keep it too.
+     */
+    private static void directIoForAppend(FuseFileInfo fi) {
+        if ((fi.flags.get() & (O_APPEND | O_ACCMODE)) == (O_APPEND | O_WRONLY)) {
+            jnr.ffi.Pointer m = jnr.ffi.Struct.getMemory(fi);
+            m.putInt(BITFIELDS_OFFSET, m.getInt(BITFIELDS_OFFSET) | 1);
+        }
+    }
+
+    /** Linux's open flags (asm-generic/fcntl.h). */
+    private static final int O_APPEND = 02000, O_ACCMODE = 03, O_WRONLY = 01;
 
     /**
      * Whether this WRITE carries bytes the kernel writes back from its page cache (a shared

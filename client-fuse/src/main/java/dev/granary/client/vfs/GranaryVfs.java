@@ -1325,6 +1325,9 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public int write(Caller c, long fh, long offset, byte[] data, int len, boolean writeback) {
         OpenFile f = file(fh);
+        if (f.isAppend() && !writeback && f.firstAppendWrite()) {
+            removeCapabilityBeforeAppend(f);
+        }
         Set<OpenFile> open = filesByIno.get(f.ino());
         if (open == null) {
             return f.write(offset, data, len, writeback);
@@ -1770,6 +1773,34 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private boolean hasNoXattrs(Attr a) {
         return a.hasXattrCount() && a.getXattrCount() == 0 && xattrsSetHere.getIfPresent(a.getIno()) == null;
+    }
+
+    /** The identity of removals the kernel itself would make (file_remove_privs runs without permission checks). */
+    private static final Caller KERNEL = Caller.newBuilder().setUid(0).setGid(0).build();
+
+    /**
+     * Before the first write through an {@code O_APPEND} handle: removes the file's
+     * {@code security.capability}, as Linux's file_remove_privs does at every write(2). The FUSE
+     * layer opens write-only such handles with {@code direct_io}, and the kernel's direct write
+     * path leaves that removal to the filesystem (for a read-write one, which keeps the page
+     * cache, the kernel removed it already and this finds nothing). Costs nothing for a file this
+     * client knows has no xattrs;
+     * else one MDS write per handle (a capability set again while the handle stays open stays).
+     */
+    private void removeCapabilityBeforeAppend(OpenFile f) {
+        if (hasNoXattrs(f.openedAttr())) {
+            return;
+        }
+        try {
+            atMds(f.ino());
+            mds.removexattr(KERNEL, f.ino(), xattrName("security.capability"));
+        } catch (FsException e) {
+            if (e.status() != Status.ENODATA) {
+                throw e;
+            }
+        } finally {
+            absentXattrs.invalidate(new XattrKey(f.ino(), "security.capability"));
+        }
     }
 
     /** removexattr(2): ENODATA when absent. */

@@ -427,6 +427,13 @@ public final class OpenFile {
     }
 
     /** Whether this handle was opened with O_APPEND. */
+    /** True on the first call for this handle only (the first write(2) through an O_APPEND handle). */
+    boolean firstAppendWrite() {
+        return appendWritten.compareAndSet(false, true);
+    }
+
+    private final java.util.concurrent.atomic.AtomicBoolean appendWritten = new java.util.concurrent.atomic.AtomicBoolean();
+
     boolean isAppend() {
         return append;
     }
