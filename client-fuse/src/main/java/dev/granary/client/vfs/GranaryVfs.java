@@ -1784,8 +1784,8 @@ public final class GranaryVfs implements AutoCloseable {
      * layer opens write-only such handles with {@code direct_io}, and the kernel's direct write
      * path leaves that removal to the filesystem (for a read-write one, which keeps the page
      * cache, the kernel removed it already and this finds nothing). Costs nothing for a file this
-     * client knows has no xattrs;
-     * else one MDS write per handle (a capability set again while the handle stays open stays).
+     * client knows has no xattrs, else one MDS write per handle (a capability set again while the
+     * handle stays open stays).
      */
     private void removeCapabilityBeforeAppend(OpenFile f) {
         if (hasNoXattrs(f.openedAttr())) {

@@ -426,7 +426,6 @@ public final class OpenFile {
         }
     }
 
-    /** Whether this handle was opened with O_APPEND. */
     /** True on the first call for this handle only (the first write(2) through an O_APPEND handle). */
     boolean firstAppendWrite() {
         return appendWritten.compareAndSet(false, true);
@@ -434,6 +433,7 @@ public final class OpenFile {
 
     private final java.util.concurrent.atomic.AtomicBoolean appendWritten = new java.util.concurrent.atomic.AtomicBoolean();
 
+    /** Whether this handle was opened with O_APPEND. */
     boolean isAppend() {
         return append;
     }

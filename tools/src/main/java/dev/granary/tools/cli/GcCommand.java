@@ -31,7 +31,8 @@ public final class GcCommand implements Callable<Integer> {
 
     @Option(names = "--grace", paramLabel = "DURATION",
             description = "Delete only blocks freed at least this long ago (default: the config's gc.grace). "
-                    + "0s deletes every freed block: a reader that opened a file before it changed then fails its reads of the old data (EIO).")
+                    + "0s deletes every freed block: a reader that opened a file before another client changed it then reads the "
+                    + "newer file (ESTALE when it was removed), and a partial write through such a descriptor fails at close (EIO).")
     String grace;
 
     @Override
@@ -44,8 +45,8 @@ public final class GcCommand implements Callable<Integer> {
             throw new ParameterException(spec.commandLine(), "--grace: " + e.getMessage());
         }
         Nodes.requireReachableMds(cfg, "gc");
-        try (Nodes.Gc gc = Nodes.gc(cfg, null)) {
-            BlockGc.Pass p = new BlockGc(gc.mds(), gc.oss(), g).runPass();
+        try (Nodes.Gc gc = Nodes.gc(cfg, g, null)) {
+            BlockGc.Pass p = gc.gc().runPass();
             System.out.println("granary gc: " + p.deleted() + " blocks deleted (freed more than " + g.toSeconds() + " s ago)"
                     + (p.failed() > 0 ? "; " + p.failed() + " could not be deleted and stay queued (see the log)" : "")
                     + (p.referenced() > 0 ? "; " + p.referenced() + " queued blocks were still referenced and were kept" : ""));

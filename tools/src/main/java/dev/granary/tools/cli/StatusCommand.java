@@ -1,5 +1,6 @@
 package dev.granary.tools.cli;
 
+import dev.granary.mds.client.LocalMdsTransport;
 import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.namespace.Namespace;
 import dev.granary.mds.proto.OssInfo;
@@ -12,6 +13,7 @@ import dev.granary.raft.RaftKvClient;
 import dev.granary.tools.cluster.Nodes;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
+import dev.granary.tools.gc.BlockGc;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionException;
@@ -69,10 +71,9 @@ public final class StatusCommand implements Callable<Integer> {
      * ({@link Namespace#GC_LIST_MAX}, shown as "10000+").
      */
     private static String gcLine(MdsClient mds, GranaryConfig cfg) {
-        java.time.Duration grace = Sizes.parseDuration(cfg.gc.grace);
-        long now = java.time.Instant.now().getEpochSecond() * 1_000_000_000L;
+        long deadBefore = BlockGc.deadBeforeNs(LocalMdsTransport.systemNanos(), Sizes.parseDuration(cfg.gc.grace));
         MdsClient.GcPage all = mds.gcList(Nodes.ROOT, 0, 0, Long.MAX_VALUE);
-        MdsClient.GcPage due = mds.gcList(Nodes.ROOT, 0, 0, now - grace.toNanos());
+        MdsClient.GcPage due = mds.gcList(Nodes.ROOT, 0, 0, deadBefore);
         return "queue " + count(all) + " freed blocks, " + count(due) + " freed more than gc.grace (" + cfg.gc.grace
                 + ") ago; " + (Sizes.parseDuration(cfg.gc.interval).isZero() ? "no timed passes (gc.interval 0s)"
                 : "a pass every " + cfg.gc.interval + " on the MDS leader");

@@ -7,7 +7,6 @@ import dev.granary.raft.RaftKvServer;
 import dev.granary.tools.UserError;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.config.Sizes;
-import dev.granary.tools.gc.BlockGc;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
@@ -124,11 +123,6 @@ public final class LocalCluster implements AutoCloseable {
     /** The running OSS servers. */
     public List<OssServer> ossServers() {
         return oss;
-    }
-
-    /** The cluster's block GC worker ({@code gc.interval}; {@link BlockGc#runPass} runs a pass now). */
-    public BlockGc gc() {
-        return gc.gc();
     }
 
     /** A namespace client for administration (root identity). */

@@ -269,9 +269,14 @@ public final class Nodes {
      * {@code active} holds) unless {@code active} is null or the interval is 0.
      */
     public static Gc gc(GranaryConfig cfg, java.util.function.BooleanSupplier active) {
+        return gc(cfg, Sizes.parseDuration(cfg.gc.grace), active);
+    }
+
+    /** As {@link #gc(GranaryConfig, java.util.function.BooleanSupplier)}, with {@code grace} instead of {@code gc.grace}. */
+    public static Gc gc(GranaryConfig cfg, java.time.Duration grace, java.util.function.BooleanSupplier active) {
         MdsClient mds = mdsClient(cfg);
         OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList());
-        BlockGc gc = new BlockGc(mds, oss, Sizes.parseDuration(cfg.gc.grace));
+        BlockGc gc = new BlockGc(mds, oss, grace);
         java.time.Duration interval = Sizes.parseDuration(cfg.gc.interval);
         if (active != null && !interval.isZero()) {
             gc.start(interval, active);

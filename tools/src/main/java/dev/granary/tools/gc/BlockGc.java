@@ -6,7 +6,7 @@ import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.GcBlock;
 import dev.granary.oss.BlockIo;
 import java.time.Duration;
-import java.time.Instant;
+import dev.granary.mds.client.LocalMdsTransport;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -59,7 +59,7 @@ public final class BlockGc implements AutoCloseable {
      * freed at least {@code grace} ago by the wall clock.
      */
     public BlockGc(MdsClient mds, BlockIo blocks, Duration grace) {
-        this(mds, blocks, grace, BlockGc::wallClockNs);
+        this(mds, blocks, grace, LocalMdsTransport::systemNanos);
     }
 
     /** As above, with {@code clockNs} (ns since the Unix epoch) as the clock. */
@@ -70,9 +70,9 @@ public final class BlockGc implements AutoCloseable {
         this.clockNs = clockNs;
     }
 
-    private static long wallClockNs() {
-        Instant now = Instant.now();
-        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    /** The time before which a block freed is past {@code grace} at {@code nowNs} (both ns since the Unix epoch). */
+    public static long deadBeforeNs(long nowNs, Duration grace) {
+        return nowNs - grace.toNanos();
     }
 
     /**
@@ -82,7 +82,7 @@ public final class BlockGc implements AutoCloseable {
      * @throws FsException from the MDS (no leader after the Raft client's retries)
      */
     public Pass runPass() {
-        long deadBefore = clockNs.getAsLong() - grace.toNanos();
+        long deadBefore = deadBeforeNs(clockNs.getAsLong(), grace);
         long deleted = 0, failed = 0, referenced = 0;
         long from = 0;
         for (;;) {
