@@ -638,6 +638,47 @@ class TwoClientsFuseTest {
         return problems.isEmpty() ? "every record exactly once, none torn, each writer's in order" : String.join("; ", problems);
     }
     /**
+     * B holds a descriptor opened before A rewrote a file in place (same inode, same size). A
+     * later open on B drops B's old pages (close-to-open), but a read through the older descriptor
+     * then refilled B's page cache with the bytes it had seen at its open, and every open after
+     * that kept those pages (their size and mtime were the new file's): B read the old bytes, and
+     * a store through a shared mapping on B wrote those old pages back whole, so the file ended
+     * with the old bytes around the store on every client (the helper's two-mount stress:
+     * 2-106 wrong pages). Both for a striped and an inline file.
+     */
+    @Test
+    void anOlderDescriptorOnBDoesNotRefillItsPageCacheWithBytesAReplaced() throws Exception {
+        String out = runOnBothMounts(smallStripeDir("old-fd-cache"), """
+                import mmap
+                for name, n in (("striped", 5 * 65536 + 1234), ("inline", 20000)):
+                    pa, pb = os.path.join(a, name), os.path.join(b, name)
+                    v1, v2 = b"1" * n, b"2" * n
+                    with open(pa, "wb") as f: f.write(v1)
+                    old = os.open(pb, os.O_RDONLY)
+                    os.pread(old, 4096, 0)
+                    with open(pa, "r+b") as f: f.write(v2)
+                    with open(pb, "rb") as f: first = f.read(1)
+                    seen = os.pread(old, n, 0)
+                    with open(pb, "rb") as f: again = f.read()
+                    fd = os.open(pb, os.O_RDWR)
+                    k = n * 3 // 5
+                    m = mmap.mmap(fd, n); m[k:k + 10] = b"x" * 10; m.flush(); m.close(); os.close(fd)
+                    os.close(old)
+                    want = v2[:k] + b"x" * 10 + v2[k + 10:]
+                    with open(pa, "rb") as f: onA = f.read()
+                    print(name, "open-after", first == v2[:1], "old-fd", "new" if seen == v2 else "old" if seen == v1 else "mixed",
+                          "reopen", again == v2, "after-mmap-on-A", onA == want, "wrong-bytes", sum(1 for i in range(n) if onA[i] != want[i]))
+                """);
+        for (String line : out.lines().toList()) {
+            System.out.println("older descriptor refill: " + line);
+            assertTrue(line.contains("open-after True"), line);
+            assertTrue(line.contains("reopen True"), "an open on B after the older descriptor read: " + line);
+            assertTrue(line.contains("after-mmap-on-A True") && line.endsWith("wrong-bytes 0"), "a 10-byte store through a mapping on B: " + line);
+        }
+        assertEquals(2, out.lines().count(), out);
+    }
+
+    /**
      * Another client replaces a file by rename (write a temporary file, rename it over the name,
      * as checkpoint writers do) while B holds the old file open: B's descriptor keeps reading the
      * old file in full, with its size, while the name shows the new file. libfuse2 answers every

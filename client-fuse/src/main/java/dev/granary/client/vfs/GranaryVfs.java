@@ -1202,9 +1202,32 @@ public final class GranaryVfs implements AutoCloseable {
                 f.refreshMap(); // from here on every commit of this client reaches f
             } catch (FsException e) {
                 LOG.debug("reading the map of inode {} again after open failed (the open's map stays): {}", a.getIno(), e.getMessage());
+                return fh;
             }
         }
+        shareNewerMap(f);
         return fh;
+    }
+
+    /**
+     * Gives the map that the new handle {@code f} read from the MDS to the inode's other clean
+     * handles on this client ({@link OpenFile#adoptNewerMap}): close-to-open drops the node's
+     * page cache at this open, and an older descriptor must not fill it again with the file as
+     * it was at its own open. Skipped for a handle when a commit of this client reached the
+     * handles after {@code f}'s map was taken.
+     */
+    private void shareNewerMap(OpenFile f) {
+        Set<OpenFile> peers = filesByIno.get(f.ino());
+        if (peers == null || peers.size() < 2) {
+            return;
+        }
+        long changes = localChanges.get();
+        OpenFile.CommittedMap m = f.committedMap();
+        for (OpenFile g : peers) {
+            if (g != f && g.adoptNewerMap(m, () -> localChanges.get() == changes)) {
+                LOG.debug("handle {} of inode {} took the map of the newer open {}", g.fh(), f.ino(), f.fh());
+            }
+        }
     }
 
     private OpenFile file(long fh) {

@@ -19,6 +19,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -200,6 +201,61 @@ public final class OpenFile {
         this.appendEnd = attr.getSize();
         for (Extent e : extents) {
             committed.put(e.getStripeIndex(), e);
+        }
+        this.mapCtimeNs = attr.getCtimeNs();
+    }
+
+    /**
+     * The MDS ctime (ns) of the last whole map this handle installed from the MDS (at open, or
+     * {@link #installMap}); commits of this client do not raise it, since they bring only the
+     * stripes they wrote.
+     */
+    private long mapCtimeNs;
+
+    /** A handle's committed size and extent map, and the MDS ctime (ns) of the map it came from. */
+    record CommittedMap(long size, List<Extent> extents, long ctimeNs) {}
+
+    /** This handle's committed size and map (a new handle's: what its open read from the MDS). */
+    CommittedMap committedMap() {
+        lock.lock();
+        try {
+            return new CommittedMap(size, List.copyOf(committed.values()), mapCtimeNs);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Another open of this inode on this client read the file from the MDS, newer than this
+     * handle's map: a handle with nothing uncommitted and no appends queued takes that size and
+     * map when they differ from its own, so that its reads (and the kernel's readahead through
+     * it) fill the node's page cache, which every descriptor of the file on this client shares,
+     * with the bytes the open saw. Before, a descriptor opened before another client's change
+     * refilled the page cache with the old bytes after the open had dropped them, every later
+     * open kept those pages (their size and mtime were the new file's), and a store through a
+     * shared mapping wrote the old pages back whole. NFS clients behave the same way: a
+     * revalidation at open drops the inode's pages for every descriptor. A handle holding
+     * writes keeps its map (its commit will be based on it, as before). Not taken when the
+     * map is older than this handle's ({@code m.ctimeNs}) or when {@code stillCurrent} says a
+     * commit of this client reached the handles since {@code m} was read.
+     *
+     * @return true when the handle took the map
+     */
+    boolean adoptNewerMap(CommittedMap m, BooleanSupplier stillCurrent) {
+        lock.lock();
+        try {
+            if (closed || !nothingUncommitted() || appendsPending() || m.ctimeNs() <= mapCtimeNs || !stillCurrent.getAsBoolean()) {
+                return false;
+            }
+            if (m.size() == size && committed.size() == m.extents().size()
+                    && m.extents().stream().allMatch(e -> e.equals(committed.get(e.getStripeIndex())))) {
+                mapCtimeNs = m.ctimeNs();
+                return false; // the same file: keep the read window
+            }
+            installMap(m.size(), m.extents(), m.ctimeNs());
+            return true;
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -1131,14 +1187,20 @@ public final class OpenFile {
 
     /** Makes {@code extents} and {@code attr}'s size this handle's committed state (lock held). */
     private void installMap(Attr attr, List<Extent> extents) {
+        installMap(attr.getSize(), extents, attr.getCtimeNs());
+    }
+
+    /** Makes {@code extents} and {@code newSize} this handle's committed state, read at MDS ctime {@code ctimeNs} (lock held). */
+    private void installMap(long newSize, List<Extent> extents, long ctimeNs) {
+        mapCtimeNs = ctimeNs;
         committed.clear();
         for (Extent e : extents) {
             committed.put(e.getStripeIndex(), e);
         }
         uploaded.clear();
         clearWindow();
-        size = attr.getSize();
-        appendEnd = attr.getSize();
+        size = newSize;
+        appendEnd = newSize;
         appendMapStale = false;
         nextSequentialOffset = 0;
     }
