@@ -12,9 +12,11 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -227,32 +229,56 @@ public final class OpenFile {
 
     /**
      * Another open of this inode on this client read the file from the MDS, newer than this
-     * handle's map: a handle with nothing uncommitted and no appends queued takes that size and
-     * map when they differ from its own, so that its reads (and the kernel's readahead through
-     * it) fill the node's page cache, which every descriptor of the file on this client shares,
-     * with the bytes the open saw. Before, a descriptor opened before another client's change
-     * refilled the page cache with the old bytes after the open had dropped them, every later
-     * open kept those pages (their size and mtime were the new file's), and a store through a
-     * shared mapping wrote the old pages back whole. NFS clients behave the same way: a
-     * revalidation at open drops the inode's pages for every descriptor. A handle holding
-     * writes keeps its map (its commit will be based on it, as before). Not taken when the
-     * map is older than this handle's ({@code m.ctimeNs}) or when {@code stillCurrent} says a
-     * commit of this client reached the handles since {@code m} was read.
+     * handle's map: the handle takes that size and map, so that its reads (and the kernel's
+     * readahead through it) fill the node's page cache, which every descriptor of the file on
+     * this client shares, with the bytes the open saw. Before, a descriptor opened before another
+     * client's change refilled the page cache with the old bytes after the open had dropped
+     * them, every later open kept those pages (their size and mtime were the new file's), and a
+     * store through a shared mapping wrote the old pages back whole. NFS clients behave the same
+     * way: a revalidation at open drops the inode's pages for every descriptor. A handle holding
+     * writes takes the new extents of the stripes it holds no bytes of (and, as a commit of a
+     * peer handle does, the base of a buffered stripe whose old bytes it has not read yet), and
+     * the size when larger; a handle with appends queued keeps its map (its commits place them
+     * at the MDS's end and reload it). Not taken when the map is older than this handle's
+     * ({@code m.ctimeNs}) or when {@code stillCurrent} says a commit of this client reached the
+     * handles since {@code m} was read.
      *
-     * @return true when the handle took the map
+     * @return true when the handle's map changed
      */
     boolean adoptNewerMap(CommittedMap m, BooleanSupplier stillCurrent) {
         lock.lock();
         try {
-            if (closed || !nothingUncommitted() || appendsPending() || m.ctimeNs() <= mapCtimeNs || !stillCurrent.getAsBoolean()) {
+            if (closed || appendsPending() || m.ctimeNs() <= mapCtimeNs || !stillCurrent.getAsBoolean()) {
                 return false;
             }
-            if (m.size() == size && committed.size() == m.extents().size()
-                    && m.extents().stream().allMatch(e -> e.equals(committed.get(e.getStripeIndex())))) {
-                mapCtimeNs = m.ctimeNs();
+            Map<Long, Extent> fresh = new HashMap<>();
+            for (Extent e : m.extents()) {
+                fresh.put(e.getStripeIndex(), e);
+            }
+            mapCtimeNs = m.ctimeNs();
+            if (m.size() == size && fresh.equals(committed)) {
                 return false; // the same file: keep the read window
             }
-            installMap(m.size(), m.extents(), m.ctimeNs());
+            if (nothingUncommitted()) {
+                installMap(m.size(), m.extents(), m.ctimeNs());
+                return true;
+            }
+            Set<Long> stripes = new HashSet<>(committed.keySet());
+            stripes.addAll(fresh.keySet());
+            for (long k : stripes) {
+                StripeBuffer buf = dirty.get(k);
+                if (uploading.containsKey(k) || uploaded.containsKey(k) || (buf != null && buf.baseLoaded)) {
+                    continue; // its bytes are this handle's, on the base it read
+                }
+                Extent e = fresh.get(k);
+                if (e == null) {
+                    committed.remove(k);
+                } else {
+                    committed.put(k, e);
+                }
+                dropStripe(k);
+            }
+            size = Math.max(size, m.size());
             return true;
         } finally {
             lock.unlock();
