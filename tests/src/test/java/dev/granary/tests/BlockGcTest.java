@@ -171,6 +171,41 @@ class BlockGcTest {
         }
     }
 
+    /**
+     * A descriptor opened before another client rewrote the file writes part of a stripe after
+     * the GC deleted the blocks its map names: the write is merged with the stripe's live block
+     * (the newer file, as close-to-open allows) and close succeeds. Before, the read-modify-write
+     * of the deleted block failed and close returned EIO, losing the write. Both paths: a write
+     * that must read the old bytes at once (a small write in the middle of a stripe, then a
+     * read of that stripe through the same descriptor) and one merged at upload (close).
+     */
+    @Test
+    void aWriterThatOpenedAFileBeforeAnotherClientRewroteItWritesOnTheNewBytesOnceTheOldBlocksAreDeleted() throws Exception {
+        Path d = Files.createDirectory(mntA.resolve("gc4"));
+        MiniCluster.setStripeSize(d, MIB);
+        byte[] v1 = random(4 * MIB, 8), v2 = random(4 * MIB, 9);
+        byte[] patch = random(1000, 10);
+        Files.write(d.resolve("f"), v1);
+        try (FileChannel writer = FileChannel.open(mntB.resolve("gc4/f"), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            Files.write(d.resolve("f"), v2);
+            assertEquals(4, new BlockGc(cluster.admin(), oss, Duration.ZERO).runPass().deleted());
+            assertEquals(patch.length, writer.write(ByteBuffer.wrap(patch), MIB + 5000)); // merged at upload
+            assertEquals(patch.length, writer.write(ByteBuffer.wrap(patch), 2 * MIB + 7000));
+            ByteBuffer back = ByteBuffer.allocate(20_000); // 2 * MIB .. : the stripe's old bytes are read now
+            assertEquals(back.capacity(), writer.read(back, 2 * MIB));
+            byte[] want = v2.clone();
+            System.arraycopy(patch, 0, want, MIB + 5000, patch.length);
+            System.arraycopy(patch, 0, want, 2 * MIB + 7000, patch.length);
+            assertArrayEquals(Arrays.copyOfRange(want, 2 * MIB, 2 * MIB + back.capacity()), back.array());
+        } // close: was EIO
+        byte[] want = v2.clone();
+        System.arraycopy(patch, 0, want, MIB + 5000, patch.length);
+        System.arraycopy(patch, 0, want, 2 * MIB + 7000, patch.length);
+        assertArrayEquals(want, Files.readAllBytes(d.resolve("f")), "the writes on the newer file, read through the other mount");
+        assertEquals(2, new BlockGc(cluster.admin(), oss, Duration.ZERO).runPass().deleted(),
+                "the two blocks of the newer file the writes replaced (and nothing for the other tests)");
+    }
+
     @Test
     void aReaderOfAFileAnotherClientRemovedGetsEstaleOnceItsBlocksAreDeleted() throws Exception {
         Path d = Files.createDirectory(mntA.resolve("gc3"));

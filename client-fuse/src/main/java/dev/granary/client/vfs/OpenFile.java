@@ -263,26 +263,36 @@ public final class OpenFile {
                 installMap(m.size(), m.extents(), m.ctimeNs());
                 return true;
             }
-            Set<Long> stripes = new HashSet<>(committed.keySet());
-            stripes.addAll(fresh.keySet());
-            for (long k : stripes) {
-                StripeBuffer buf = dirty.get(k);
-                if (uploading.containsKey(k) || uploaded.containsKey(k) || (buf != null && buf.baseLoaded)) {
-                    continue; // its bytes are this handle's, on the base it read
-                }
-                Extent e = fresh.get(k);
-                if (e == null) {
-                    committed.remove(k);
-                } else {
-                    committed.put(k, e);
-                }
-                dropStripe(k);
-            }
-            size = Math.max(size, m.size());
+            takeStripesNotHeld(fresh, m.size());
             return true;
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * A handle holding writes takes the extents of {@code fresh} (stripe index -> extent of the
+     * file as the MDS has it) for the stripes it holds no bytes of, and as the base of a buffered
+     * stripe whose old bytes it has not read yet, and {@code newSize} when larger than its size
+     * (lock held).
+     */
+    private void takeStripesNotHeld(Map<Long, Extent> fresh, long newSize) {
+        Set<Long> stripes = new HashSet<>(committed.keySet());
+        stripes.addAll(fresh.keySet());
+        for (long k : stripes) {
+            StripeBuffer buf = dirty.get(k);
+            if (uploading.containsKey(k) || uploaded.containsKey(k) || (buf != null && buf.baseLoaded)) {
+                continue; // its bytes are this handle's, on the base it read
+            }
+            Extent e = fresh.get(k);
+            if (e == null) {
+                committed.remove(k);
+            } else {
+                committed.put(k, e);
+            }
+            dropStripe(k);
+        }
+        size = Math.max(size, newSize);
     }
 
     /** Lock owner of the flock(2) lock this open file holds in the MDS (0: none). */
@@ -573,7 +583,7 @@ public final class OpenFile {
     }
 
     /** Whether {@code e} is a block read that found no block (the OSS answered NOT_FOUND). */
-    private static boolean missingBlock(FsException e) {
+    private static boolean missingBlock(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof java.io.FileNotFoundException) {
                 return true;
@@ -584,34 +594,49 @@ public final class OpenFile {
 
     /**
      * A block of this handle's extent map was not found: the file changed at another client (or
-     * was removed there) and the block GC deleted the old block after its grace period. A handle
-     * with nothing of its own uncommitted reads the live map and size from the MDS again, as an
-     * open would (close-to-open allows a reader to see the newer file), and returns true; one with
-     * writes in flight keeps its map (false: the read fails with EIO).
+     * was removed there) and the block GC deleted the old block after its grace period. The
+     * handle reads the live map and size from the MDS again, as an open would (close-to-open
+     * allows it to see the newer file), and returns true: a handle with nothing of its own
+     * uncommitted takes them whole, one holding writes for the stripes it holds no bytes of and
+     * as the base of its buffered stripes (their writes then land on the newer file). One with
+     * {@code O_APPEND} writes queued keeps its map (false: the call fails with EIO).
      *
      * @throws FsException ESTALE when the file no longer exists (removed by another client, as NFS)
      */
     private boolean reloadAfterMissingBlock() {
         lock.lock();
         try {
-            if (!nothingUncommitted() || appendsPending()) {
+            if (appendsPending()) {
                 return false;
             }
             MdsClient.FileMap m;
             try {
                 m = vfs.mds().getFileMap(opener, ino);
             } catch (FsException e) {
-                if (e.status() == Status.ENOENT) {
-                    throw new FsException(Status.ESTALE, "inode " + Long.toUnsignedString(ino)
-                            + " was removed by another client and its blocks deleted", e);
-                }
-                throw e;
+                throw removedIfGone(e);
             }
-            installMap(m.attr(), m.extents());
+            if (nothingUncommitted()) {
+                installMap(m.attr(), m.extents());
+            } else {
+                Map<Long, Extent> fresh = new HashMap<>();
+                for (Extent e : m.extents()) {
+                    fresh.put(e.getStripeIndex(), e);
+                }
+                takeStripesNotHeld(fresh, m.attr().getSize());
+            }
             return true;
         } finally {
             lock.unlock();
         }
+    }
+
+    /** ESTALE for an MDS ENOENT of this inode (removed by another client, as NFS); {@code e} otherwise. */
+    private FsException removedIfGone(FsException e) {
+        if (e.status() == Status.ENOENT) {
+            return new FsException(Status.ESTALE, "inode " + Long.toUnsignedString(ino)
+                    + " was removed by another client and its blocks deleted", e);
+        }
+        return e;
     }
 
     private List<ByteBuffer> readBuffersOnce(long offset, int length) {
@@ -939,12 +964,26 @@ public final class OpenFile {
 
     /** Reads the old content of stripe k into the buffer outside its written range (lock held). */
     private void loadBase(long k, StripeBuffer buf) {
+        loadBase(k, buf, true);
+    }
+
+    /** {@link #loadBase}; {@code retry}: on a deleted base block, read the live map and try once more. */
+    private void loadBase(long k, StripeBuffer buf, boolean retry) {
         Extent e = baseExtent(k);
         int baseLen = 0;
         if (e != null && e.getLength() > 0) {
             long limit = Math.max(0, Math.min(size - k * stripeSize, stripeSize));
             int len = (int) Math.min(e.getLength(), limit);
-            byte[] old = join(readBlockBytes(e, 0, len), "read-modify-write of inode " + ino);
+            byte[] old;
+            try {
+                old = join(readBlockBytes(e, 0, len), "read-modify-write of inode " + ino);
+            } catch (FsException x) {
+                if (!retry || !missingBlock(x) || !reloadAfterMissingBlock()) {
+                    throw x;
+                }
+                loadBase(k, buf, false); // once more on the live base (the lock is reentrant)
+                return;
+            }
             baseLen = Math.min(len, old.length);
             buf.ensure(baseLen);
             // keep written bytes: copy the old ones only outside [lo, hi)
@@ -968,6 +1007,27 @@ public final class OpenFile {
     }
 
     /**
+     * The old bytes of stripe {@code k} (up to {@code maxLen}) from the block the MDS names for it
+     * now, or null when it is a hole: the base of an upload whose own base block the GC deleted
+     * (another client rewrote the file longer than {@code gc.grace} ago), so the write is merged
+     * with the newer file. Runs on the io executor without the handle's lock (threads holding it
+     * may wait for this upload).
+     */
+    private CompletableFuture<byte[]> liveBaseBytes(long k, long maxLen) {
+        List<Extent> live;
+        try {
+            live = vfs.mds().getExtents(opener, ino, k, k + 1);
+        } catch (FsException e) {
+            return CompletableFuture.failedFuture(removedIfGone(e));
+        }
+        if (live.isEmpty() || live.get(0).getLength() <= 0) {
+            return CompletableFuture.completedFuture(null);
+        }
+        Extent e = live.get(0);
+        return readBlockBytes(e, 0, (int) Math.min(e.getLength(), maxLen));
+    }
+
+    /**
      * Starts uploading stripe k from {@code buf} as a new block (lock held; buf already removed
      * from the dirty map). A partial stripe with old data outside its written range is merged
      * with the old block first (read-modify-write). The budget is released when the upload ends.
@@ -980,6 +1040,8 @@ public final class OpenFile {
         int ost = ostOf(k);
         CompletableFuture<byte[]> old = needOld
                 ? readBlockBytes(base, 0, (int) Math.min(base.getLength(), maxLen))
+                        .exceptionallyComposeAsync(t -> missingBlock(t) ? liveBaseBytes(k, maxLen) : CompletableFuture.failedFuture(t),
+                                vfs.ioExecutor())
                 : CompletableFuture.completedFuture(null);
         int fixedLen = buf.baseLoaded ? Math.max(buf.hi, buf.baseLen) : buf.hi;
         CompletableFuture<Extent> f = old.thenComposeAsync(oldData -> {

@@ -32,7 +32,7 @@ public final class GcCommand implements Callable<Integer> {
     @Option(names = "--grace", paramLabel = "DURATION",
             description = "Delete only blocks freed at least this long ago (default: the config's gc.grace). "
                     + "0s deletes every freed block: a reader that opened a file before another client changed it then reads the "
-                    + "newer file (ESTALE when it was removed), and a partial write through such a descriptor fails at close (EIO).")
+                    + "newer file (ESTALE when it was removed), and a write through such a descriptor lands on the newer file.")
     String grace;
 
     @Override
