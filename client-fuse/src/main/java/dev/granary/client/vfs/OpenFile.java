@@ -11,6 +11,7 @@ import dev.granary.mds.proto.Status;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -215,13 +216,13 @@ public final class OpenFile {
     private long mapCtimeNs;
 
     /** A handle's committed size and extent map, and the MDS ctime (ns) of the map it came from. */
-    record CommittedMap(long size, List<Extent> extents, long ctimeNs) {}
+    record CommittedMap(long size, Map<Long, Extent> byStripe, long ctimeNs) {}
 
     /** This handle's committed size and map (a new handle's: what its open read from the MDS). */
     CommittedMap committedMap() {
         lock.lock();
         try {
-            return new CommittedMap(size, List.copyOf(committed.values()), mapCtimeNs);
+            return new CommittedMap(size, Map.copyOf(committed), mapCtimeNs);
         } finally {
             lock.unlock();
         }
@@ -251,19 +252,15 @@ public final class OpenFile {
             if (closed || appendsPending() || m.ctimeNs() <= mapCtimeNs || !stillCurrent.getAsBoolean()) {
                 return false;
             }
-            Map<Long, Extent> fresh = new HashMap<>();
-            for (Extent e : m.extents()) {
-                fresh.put(e.getStripeIndex(), e);
-            }
             mapCtimeNs = m.ctimeNs();
-            if (m.size() == size && fresh.equals(committed)) {
+            if (m.size() == size && m.byStripe().equals(committed)) {
                 return false; // the same file: keep the read window
             }
             if (nothingUncommitted()) {
-                installMap(m.size(), m.extents(), m.ctimeNs());
+                installMap(m.size(), m.byStripe().values(), m.ctimeNs());
                 return true;
             }
-            takeStripesNotHeld(fresh, m.size());
+            takeStripesNotHeld(m.byStripe(), m.size());
             return true;
         } finally {
             lock.unlock();
@@ -618,16 +615,21 @@ public final class OpenFile {
             if (nothingUncommitted()) {
                 installMap(m.attr(), m.extents());
             } else {
-                Map<Long, Extent> fresh = new HashMap<>();
-                for (Extent e : m.extents()) {
-                    fresh.put(e.getStripeIndex(), e);
-                }
-                takeStripesNotHeld(fresh, m.attr().getSize());
+                takeStripesNotHeld(byStripe(m.extents()), m.attr().getSize());
             }
             return true;
         } finally {
             lock.unlock();
         }
+    }
+
+    /** {@code extents} by stripe index. */
+    private static Map<Long, Extent> byStripe(List<Extent> extents) {
+        Map<Long, Extent> m = new HashMap<>();
+        for (Extent e : extents) {
+            m.put(e.getStripeIndex(), e);
+        }
+        return m;
     }
 
     /** ESTALE for an MDS ENOENT of this inode (removed by another client, as NFS); {@code e} otherwise. */
@@ -1279,7 +1281,7 @@ public final class OpenFile {
     }
 
     /** Makes {@code extents} and {@code newSize} this handle's committed state, read at MDS ctime {@code ctimeNs} (lock held). */
-    private void installMap(long newSize, List<Extent> extents, long ctimeNs) {
+    private void installMap(long newSize, Collection<Extent> extents, long ctimeNs) {
         mapCtimeNs = ctimeNs;
         committed.clear();
         for (Extent e : extents) {
