@@ -18,6 +18,7 @@ import dev.granary.mds.proto.MdsResponse;
 import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.StatFsReply;
 import dev.granary.mds.proto.Status;
+import dev.granary.mds.proto.StripeBase;
 import dev.granary.oss.BlockIo;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -458,20 +459,23 @@ public final class GranaryVfs implements AutoCloseable {
     }
 
     /**
-     * Commits a handle's extents, size and mtime (see {@link MdsClient#commitExtents}); a file whose
+     * Commits a handle's extents, size and mtime, on the condition of {@code bases} (see
+     * {@link MdsClient#commitExtents(Caller, long, List, List, long, long, boolean)}); a file whose
      * create is still deferred here is created in the same Raft entry.
      *
-     * @throws FsException the MDS's errno (of the create, or of the commit)
+     * @throws FsException the MDS's errno (of the create, or of the commit: EAGAIN when a stripe of
+     *     {@code bases} changed)
      */
-    Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
+    Attr commitExtents(Caller c, long ino, List<Extent> extents, List<StripeBase> bases, long newSize, long mtimeNs,
+                       boolean keepMtime) {
         if (creates != null && creates.isPending(ino)) {
-            MdsResponse r = creates.sendWith(ino, mds.commitExtentsRequest(c, ino, extents, newSize, mtimeNs, keepMtime));
+            MdsResponse r = creates.sendWith(ino, mds.commitExtentsRequest(c, ino, extents, bases, newSize, mtimeNs, keepMtime));
             if (r != null) {
                 return r.getAttr();
             }
         }
         atMds(ino); // a create of it sent meanwhile and refused: its errno, not the commit's ENOENT
-        return mds.commitExtents(c, ino, extents, newSize, mtimeNs, keepMtime);
+        return mds.commitExtents(c, ino, extents, bases, newSize, mtimeNs, keepMtime);
     }
 
     private static boolean isDir(Attr a) {

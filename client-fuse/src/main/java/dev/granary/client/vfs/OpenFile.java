@@ -8,6 +8,7 @@ import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.Layout;
 import dev.granary.mds.proto.Status;
+import dev.granary.mds.proto.StripeBase;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -84,6 +85,12 @@ public final class OpenFile {
     private final Map<Long, Upload> uploading = new HashMap<>();
     private final Map<Long, StripeBuffer> dirty = new HashMap<>();
     private final Map<Long, Prefetch> window = new HashMap<>();
+    /**
+     * For each stripe in {@link #uploaded} or {@link #uploading}: the extent its new block was
+     * built on and the bytes of it this handle wrote (the condition of the commit, see
+     * {@link StripeWrite}).
+     */
+    private final Map<Long, StripeWrite> unsaved = new HashMap<>();
     private long size;
     private long writeSeq;
     private long committedSeq;
@@ -127,6 +134,10 @@ public final class OpenFile {
         int hi = 0;
         boolean baseLoaded;
         int baseLen;
+        /** The extent whose bytes were loaded as the base (null: a hole); meaningful when baseLoaded. */
+        Extent loadedFrom;
+        /** The bytes written into this buffer (when not baseLoaded: exactly [lo, hi)). */
+        final WrittenRanges written = new WrittenRanges();
 
         StripeBuffer(int initial, int capacityMax, int reserved) {
             this.capacityMax = capacityMax;
@@ -154,6 +165,22 @@ public final class OpenFile {
     }
 
     private record Upload(long stripe, CompletableFuture<Extent> future) {}
+
+    /**
+     * The writes of one stripe on their way to a commit: {@code base} is the extent (null: none)
+     * whose bytes the new block holds around {@code written}. Unless {@code written} covers the
+     * whole stripe, the commit applies only while the stripe still has {@code base} at the MDS;
+     * when another writer changed it meanwhile, {@code written} is laid over the newer extent and
+     * the commit tried again ({@link #relayOnLiveBases}).
+     */
+    private static final class StripeWrite {
+        Extent base;
+        final WrittenRanges written = new WrittenRanges();
+
+        StripeWrite(Extent base) {
+            this.base = base;
+        }
+    }
 
     /** A stripe of the read window: its block, the bytes being fetched, and what it holds of the client's {@link ReadaheadBudget}. */
     private record Prefetch(String blockKey, CompletableFuture<ByteBuffer> data, long reserved) {}
@@ -495,9 +522,16 @@ public final class OpenFile {
                 long k = en.getKey();
                 StripeBuffer in = en.getValue();
                 StripeBuffer mine = dirty.get(k);
-                if (mine != null && mine.hi > mine.lo) {
-                    in.ensure(mine.hi);
-                    System.arraycopy(mine.data, mine.lo, in.data, mine.lo, mine.hi - mine.lo);
+                if (mine != null && !mine.written.isEmpty()) {
+                    WrittenRanges both = new WrittenRanges();
+                    both.addAll(in.written);
+                    both.addAll(mine.written);
+                    if (!in.baseLoaded && both.intervals() > 1) {
+                        loadBase(k, in); // the bytes between the two handles' writes are the old ones
+                    }
+                    in.ensure(mine.written.end());
+                    mine.written.copy(mine.data, in.data); // only what this handle wrote, not its loaded base
+                    in.written.addAll(mine.written);
                     in.lo = Math.min(in.lo, mine.lo);
                     in.hi = Math.max(in.hi, mine.hi);
                 }
@@ -930,6 +964,7 @@ public final class OpenFile {
                 }
                 buf.ensure(in + n);
                 System.arraycopy(data, pos, buf.data, in, n);
+                buf.written.add(in, in + n);
                 buf.lo = Math.min(buf.lo, in);
                 buf.hi = Math.max(buf.hi, in + n);
                 dropStripe(k);
@@ -996,6 +1031,7 @@ public final class OpenFile {
         }
         buf.baseLen = baseLen;
         buf.baseLoaded = true;
+        buf.loadedFrom = e;
     }
 
     /**
@@ -1009,41 +1045,24 @@ public final class OpenFile {
     }
 
     /**
-     * The old bytes of stripe {@code k} (up to {@code maxLen}) from the block the MDS names for it
-     * now, or null when it is a hole: the base of an upload whose own base block the GC deleted
-     * (another client rewrote the file longer than {@code gc.grace} ago), so the write is merged
-     * with the newer file. Runs on the io executor without the handle's lock (threads holding it
-     * may wait for this upload).
-     */
-    private CompletableFuture<byte[]> liveBaseBytes(long k, long maxLen) {
-        List<Extent> live;
-        try {
-            live = vfs.mds().getExtents(opener, ino, k, k + 1);
-        } catch (FsException e) {
-            return CompletableFuture.failedFuture(removedIfGone(e));
-        }
-        if (live.isEmpty() || live.get(0).getLength() <= 0) {
-            return CompletableFuture.completedFuture(null);
-        }
-        Extent e = live.get(0);
-        return readBlockBytes(e, 0, (int) Math.min(e.getLength(), maxLen));
-    }
-
-    /**
      * Starts uploading stripe k from {@code buf} as a new block (lock held; buf already removed
      * from the dirty map). A partial stripe with old data outside its written range is merged
      * with the old block first (read-modify-write). The budget is released when the upload ends.
      */
     private void startUpload(long k, StripeBuffer buf) {
         Extent base = baseExtent(k);
+        noteUnsaved(k, buf, base);
         long stripeStart = k * stripeSize;
         long maxLen = Math.max(0, Math.min(size - stripeStart, stripeSize));
         boolean needOld = needsOldBytes(buf, base, maxLen);
         int ost = ostOf(k);
+        // A base block the GC deleted (another client replaced the stripe more than gc.grace ago):
+        // no old bytes now; the commit's condition on the base then fails and the written bytes
+        // are laid over the live extent (relayOnLiveBases).
         CompletableFuture<byte[]> old = needOld
                 ? readBlockBytes(base, 0, (int) Math.min(base.getLength(), maxLen))
-                        .exceptionallyComposeAsync(t -> missingBlock(t) ? liveBaseBytes(k, maxLen) : CompletableFuture.failedFuture(t),
-                                vfs.ioExecutor())
+                        .exceptionallyCompose(t -> missingBlock(t) ? CompletableFuture.completedFuture(null)
+                                : CompletableFuture.failedFuture(t))
                 : CompletableFuture.completedFuture(null);
         int fixedLen = buf.baseLoaded ? Math.max(buf.hi, buf.baseLen) : buf.hi;
         CompletableFuture<Extent> f = old.thenComposeAsync(oldData -> {
@@ -1066,6 +1085,21 @@ public final class OpenFile {
         }, vfs.ioExecutor());
         f.whenComplete((e, t) -> vfs.dirtyBudget().release(buf.reserved));
         uploading.put(k, new Upload(k, f));
+    }
+
+    /**
+     * Records that stripe k's next block holds {@code buf}'s written bytes (lock held): the first
+     * block of the stripe since the last commit is built on {@code buf}'s loaded base, or else on
+     * {@code base} (the stripe's extent now); a later one on this handle's previous block, so the
+     * condition stays the first block's base and the written ranges add up.
+     */
+    private void noteUnsaved(long k, StripeBuffer buf, Extent base) {
+        StripeWrite w = unsaved.get(k);
+        if (w == null) {
+            w = new StripeWrite(buf.baseLoaded ? buf.loadedFrom : base);
+            unsaved.put(k, w);
+        }
+        w.written.addAll(buf.written);
     }
 
     /** Moves finished uploads into the uploaded map; records the first failure (lock held). */
@@ -1153,7 +1187,6 @@ public final class OpenFile {
     private void commitWritesLocked(boolean counted) {
         List<CompletableFuture<Extent>> wait = new ArrayList<>();
         long seq;
-        long commitSize;
         lock.lock();
         try {
             if (closed) {
@@ -1169,7 +1202,6 @@ public final class OpenFile {
                 wait.add(u.future);
             }
             seq = writeSeq;
-            commitSize = size;
         } finally {
             lock.unlock();
         }
@@ -1186,21 +1218,139 @@ public final class OpenFile {
             if ((!counted || seq == committedSeq) && uploaded.isEmpty()) {
                 return;
             }
+            attr = commitUploaded();
             extents = new ArrayList<>(uploaded.values());
-            extents.sort((x, y) -> Long.compare(x.getStripeIndex(), y.getStripeIndex()));
-            attr = vfs.commitExtents(opener, ino, extents, commitSize,
-                    lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
             committed.putAll(uploaded);
+            for (long k : uploaded.keySet()) {
+                unsaved.remove(k);
+            }
             uploaded.clear();
             if (counted) {
                 committedSeq = seq;
             }
-            size = Math.max(size, attr.getSize());
+            // the MDS's size, unless writes wait: another client may have cut the file since open
+            size = dirty.isEmpty() && uploading.isEmpty() ? attr.getSize() : Math.max(size, attr.getSize());
             vfs.attrCommitted(attr);
         } finally {
             lock.unlock();
         }
         vfs.extentsCommitted(this, extents, attr.getSize()); // outside our lock: it takes the other handles' locks
+    }
+
+    /** Conflicting commits in a row after which a commit gives up (EIO): others keep changing the same stripes. */
+    private static final int MAX_COMMIT_ATTEMPTS = 64;
+
+    /**
+     * Commits {@link #uploaded} (lock held; may be empty: then only mtime) with the size its written
+     * bytes reach, on the condition that each stripe not written whole still has the extent its
+     * block was built on. When another writer changed such a stripe meanwhile (EAGAIN), this
+     * handle's written bytes are laid over the newer extent and the commit is tried again. So a
+     * write changes no byte it did not write, and the size it sets is where its bytes end: another
+     * client's truncate since this handle's open stays (POSIX write(2); NFS sends only written
+     * ranges). Returns the MDS's attributes after the commit.
+     *
+     * @throws FsException the MDS's errno; ESTALE when the file was removed; EIO when a block read
+     *     or upload of a retry fails, or after {@link #MAX_COMMIT_ATTEMPTS} conflicts in a row
+     */
+    private Attr commitUploaded() {
+        for (int attempt = 1; ; attempt++) {
+            List<Extent> extents = new ArrayList<>(uploaded.values());
+            extents.sort((x, y) -> Long.compare(x.getStripeIndex(), y.getStripeIndex()));
+            List<StripeBase> bases = new ArrayList<>();
+            long end = 0;
+            for (Extent e : extents) {
+                long k = e.getStripeIndex();
+                StripeWrite w = unsaved.get(k);
+                if (w == null) { // cannot happen: every upload notes its writes
+                    throw new IllegalStateException("stripe " + k + " of inode " + ino + " uploaded without its written ranges");
+                }
+                end = Math.max(end, k * stripeSize + w.written.end());
+                if (!w.written.covers((int) stripeSize)) {
+                    StripeBase.Builder b = StripeBase.newBuilder().setStripeIndex(k);
+                    if (w.base != null) {
+                        b.setBase(w.base);
+                    }
+                    bases.add(b.build());
+                }
+            }
+            try {
+                return vfs.commitExtents(opener, ino, extents, bases, end,
+                        lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
+            } catch (FsException e) {
+                if (e.status() != Status.EAGAIN || bases.isEmpty()) {
+                    throw e;
+                }
+                if (attempt >= MAX_COMMIT_ATTEMPTS) {
+                    throw new FsException(Status.EIO, "commit of inode " + ino + " conflicted with other writers "
+                            + attempt + " times", e);
+                }
+                LOG.debug("commit of inode {}: {}; laying the written bytes over the newer extents", ino, e.getMessage());
+                relayOnLiveBases();
+            }
+        }
+    }
+
+    /**
+     * After a conflicting commit (lock held): reads the file's live extents and, for each stripe
+     * of {@link #uploaded} whose block was built on an extent that is no longer the stripe's,
+     * builds a new block of the live extent's bytes with this handle's written bytes laid over
+     * them (read back from its own block), uploads it in place of the old one (which is deleted:
+     * nothing refers to it), and makes the live extent the stripe's new base.
+     *
+     * @throws FsException ESTALE when the file was removed, EIO when a block read or upload fails
+     */
+    private void relayOnLiveBases() {
+        MdsClient.FileMap m;
+        try {
+            m = vfs.mds().getFileMap(opener, ino);
+        } catch (FsException e) {
+            throw removedIfGone(e);
+        }
+        Map<Long, Extent> live = byStripe(m.extents());
+        long liveSize = m.attr().getSize();
+        List<Extent> replaced = new ArrayList<>();
+        for (Map.Entry<Long, Extent> en : new ArrayList<>(uploaded.entrySet())) {
+            long k = en.getKey();
+            StripeWrite w = unsaved.get(k);
+            Extent cur = live.get(k);
+            if (w.written.covers((int) stripeSize) || sameData(cur, w.base)) {
+                continue;
+            }
+            Extent mine = en.getValue();
+            int end = w.written.end();
+            byte[] ours = join(readBlockBytes(mine, 0, end), "re-read of the new block of stripe " + k + " of inode " + ino);
+            byte[] block = new byte[0];
+            long liveLen = cur == null ? 0 : Math.min(cur.getLength(), Math.max(0, liveSize - k * stripeSize));
+            if (liveLen > 0) {
+                block = join(readBlockBytes(cur, 0, (int) liveLen), "read of stripe " + k + " of inode " + ino);
+            }
+            block = Arrays.copyOf(block, Math.max(block.length, end));
+            w.written.copy(Arrays.copyOf(ours, end), block);
+            int ost = ostOf(k);
+            String key = BlockKeys.newKey(ino, k);
+            join(vfs.blockIo().write(ost, key, block), "upload of stripe " + k + " of inode " + ino);
+            uploaded.put(k, Extent.newBuilder().setStripeIndex(k).setOst(ost).setBlockKey(key).setBlockOffset(0)
+                    .setLength(block.length).build());
+            replaced.add(mine);
+            w.base = cur;
+            if (cur != null) {
+                committed.put(k, cur);
+            } else {
+                committed.remove(k);
+            }
+            dropStripe(k);
+        }
+        dropBlocks(replaced);
+    }
+
+    /** Whether two extents (either may be null: none) name the same bytes, birth epochs aside (as the MDS compares bases). */
+    private static boolean sameData(Extent a, Extent b) {
+        if (a == null || b == null) {
+            return a == b;
+        }
+        return a.getStripeIndex() == b.getStripeIndex() && a.getOst() == b.getOst() && a.getBlockKey().equals(b.getBlockKey())
+                && a.getBlockOffset() == b.getBlockOffset() && a.getLength() == b.getLength()
+                && a.getInlineData().equals(b.getInlineData());
     }
 
     /**
@@ -1220,6 +1370,7 @@ public final class OpenFile {
         if (needsOldBytes(buf, base, size)) {
             loadBase(0, buf); // bytes outside the written range come from the old data
         }
+        noteUnsaved(0, buf, base);
         int n = (int) size; // bytes past what was written or loaded are zeros (a hole or a truncate up)
         Extent inline = Extent.newBuilder().setStripeIndex(0).setLength(n)
                 .setInlineData(ByteString.copyFrom(buf.prefix(n))).build();
@@ -1288,6 +1439,7 @@ public final class OpenFile {
             committed.put(e.getStripeIndex(), e);
         }
         uploaded.clear();
+        unsaved.clear();
         clearWindow();
         size = newSize;
         appendEnd = newSize;
@@ -1310,6 +1462,7 @@ public final class OpenFile {
                     vfs.dirtyBudget().release(b.reserved);
                 }
                 dirty.clear();
+                unsaved.clear();
                 clearWindow();
             } finally {
                 lock.unlock();

@@ -284,12 +284,25 @@ public final class MdsClient implements AutoCloseable {
      * {@code mtimeNs} is the time of the last write, ns (0: now).
      */
     public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
-        return write(commitExtentsRequest(c, ino, extents, newSize, mtimeNs, keepMtime).toBuilder()).getAttr();
+        return commitExtents(c, ino, extents, List.of(), newSize, mtimeNs, keepMtime);
     }
 
-    /** The request of {@link #commitExtents(Caller, long, List, long, long, boolean)}, for {@link #batchWrite}. */
-    public MdsRequest commitExtentsRequest(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime) {
-        return req(c).setCommitExtents(CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents)
+    /**
+     * As {@link #commitExtents(Caller, long, List, long, long, boolean)}, applied only while each
+     * stripe of {@code bases} still has the extent the caller built its new block on (see
+     * {@code CommitExtentsRequest.bases} in mds.proto).
+     *
+     * @throws FsException EAGAIN when one of those stripes changed meanwhile (nothing applied)
+     */
+    public Attr commitExtents(Caller c, long ino, List<Extent> extents, List<StripeBase> bases, long newSize, long mtimeNs,
+                              boolean keepMtime) {
+        return write(commitExtentsRequest(c, ino, extents, bases, newSize, mtimeNs, keepMtime).toBuilder()).getAttr();
+    }
+
+    /** The request of {@link #commitExtents(Caller, long, List, List, long, long, boolean)}, for {@link #batchWrite}. */
+    public MdsRequest commitExtentsRequest(Caller c, long ino, List<Extent> extents, List<StripeBase> bases, long newSize,
+                                           long mtimeNs, boolean keepMtime) {
+        return req(c).setCommitExtents(CommitExtentsRequest.newBuilder().setIno(ino).addAllExtents(extents).addAllBases(bases)
                 .setNewSize(newSize).setMtimeNs(mtimeNs).setKeepMtime(keepMtime)).build();
     }
 

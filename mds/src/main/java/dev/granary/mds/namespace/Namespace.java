@@ -17,6 +17,7 @@ import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.proto.RenameRequest;
 import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.StatFsReply;
+import dev.granary.mds.proto.StripeBase;
 import dev.granary.mds.proto.Status;
 import dev.granary.mds.schema.BufferedTxn;
 import dev.granary.mds.schema.MdsSchema;
@@ -1361,6 +1362,20 @@ public final class Namespace {
      * utimensat wins).
      */
     public Attr commitExtents(Caller c, long ino, List<Extent> extents, long newSize, long mtimeNs, boolean keepMtime, long now) {
+        return commitExtents(c, ino, extents, List.of(), newSize, mtimeNs, keepMtime, now);
+    }
+
+    /**
+     * As above, applied only if each stripe of {@code bases} still has the extent the client built
+     * its new block on ({@link StripeBase#getBase()}, unset: none; birth epochs aside): the block
+     * keeps bytes the client did not write, so committing it over a newer extent would undo
+     * another writer's bytes (mds.proto, {@code CommitExtentsRequest.bases}).
+     *
+     * @throws FsException EAGAIN when a stripe of {@code bases} changed (nothing is applied: the
+     *     client lays its written bytes over the newer extent and commits again), and the errors above
+     */
+    public Attr commitExtents(Caller c, long ino, List<Extent> extents, List<StripeBase> bases, long newSize, long mtimeNs,
+                              boolean keepMtime, long now) {
         requireWritable();
         InodeRecord r = inode(ino);
         if (isDir(r.getMode())) {
@@ -1368,6 +1383,14 @@ public final class Namespace {
         }
         if (!isReg(r.getMode())) {
             throw err(Status.EINVAL, "inode " + Long.toUnsignedString(ino) + " is not a regular file");
+        }
+        // before the checks of the extents: one built on a base another client shortened may end past the size
+        for (StripeBase b : bases) {
+            Extent cur = MdsSchema.getExtent(txn, ino, b.getStripeIndex(), epoch);
+            if (!sameData(cur, b.hasBase() ? b.getBase() : null)) {
+                throw err(Status.EAGAIN, "stripe " + Long.toUnsignedString(b.getStripeIndex()) + " of inode "
+                        + Long.toUnsignedString(ino) + " changed since the writer read it");
+            }
         }
         if (newSize < 0) {
             throw err(Status.EFBIG, "size " + Long.toUnsignedString(newSize) + " exceeds the largest file size");

@@ -299,7 +299,8 @@ public final class MdsStateMachine implements KvApplier {
                     out.setAttr(ns.commitAppend(c, q.getIno(), q.getExtentsList(), q.getExpectSize(),
                             q.hasAppendBase() ? q.getAppendBase() : null, q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
                 } else {
-                    out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getNewSize(), q.getMtimeNs(), q.getKeepMtime(), now));
+                    out.setAttr(ns.commitExtents(c, q.getIno(), q.getExtentsList(), q.getBasesList(), q.getNewSize(), q.getMtimeNs(),
+                            q.getKeepMtime(), now));
                 }
             }
             case ALLOC_INODES -> out.setFirstIno(ns.allocInodes(r.getAllocInodes().getCount()));

@@ -9,6 +9,7 @@ import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.Layout;
 import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.Status;
+import dev.granary.mds.proto.StripeBase;
 import dev.granary.mds.schema.MdsSchema;
 import dev.granary.mds.schema.proto.GcRecord;
 import java.util.ArrayList;
@@ -344,5 +345,43 @@ class ExtentsTest extends MdsTestBase {
         assertEquals(ss + 7, a.getSize());
         assertErrno(Status.EINVAL, () -> mds.commitAppend(ROOT, f.getIno(), List.of(), ss + 7, null, ss + 7, 0, false));
         assertEquals(List.of("s0", "s1"), mds.getExtents(ROOT, f.getIno(), 0, 0).stream().map(Extent::getBlockKey).toList());
+    }
+
+    /**
+     * A commit with bases applies only while each of those stripes still has the extent the
+     * client built its block on (none: the stripe had no extent), birth epochs aside; otherwise
+     * EAGAIN, before any check of the extents, and nothing changes. Stripes without a base are
+     * replaced whatever they hold (the client wrote them whole).
+     */
+    @Test
+    void aCommitWithBasesAppliesOnlyWhileThoseStripesAreUnchanged() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Layout l = f.getLayout();
+        long ss = l.getStripeSize();
+        long ino = f.getIno();
+        mds.commitExtents(ROOT, ino, List.of(ext(l, 0, "a0", ss), ext(l, 1, "a1", 100)), ss + 100, 0);
+        Extent a1 = mds.getExtents(ROOT, ino, 1, 2).get(0);
+        assertNotEquals(0, a1.getBirthEpoch());
+        // another writer replaced stripe 1 since this client read a1
+        mds.commitExtents(ROOT, ino, List.of(ext(l, 1, "b1", 200)), ss + 200, 0);
+        StripeBase onA1 = StripeBase.newBuilder().setStripeIndex(1).setBase(a1).build();
+        assertErrno(Status.EAGAIN, () -> mds.commitExtents(ROOT, ino, List.of(ext(l, 0, "c0", ss), ext(l, 1, "c1", 150)),
+                List.of(onA1), ss + 150, 0, false));
+        StripeBase onNone = StripeBase.newBuilder().setStripeIndex(1).build();
+        assertErrno(Status.EAGAIN, () -> mds.commitExtents(ROOT, ino, List.of(ext(l, 1, "c1", 150)), List.of(onNone), ss + 150, 0, false));
+        // stale even though the new extent would end past the size: EAGAIN, not EINVAL
+        assertErrno(Status.EAGAIN, () -> mds.commitExtents(ROOT, ino, List.of(ext(l, 1, "c1", 300)), List.of(onA1), ss + 10, 0, false));
+        assertEquals(List.of("a0", "b1"), mds.getExtents(ROOT, ino, 0, 0).stream().map(Extent::getBlockKey).toList());
+        assertEquals(ss + 200, mds.getattr(ROOT, ino).getSize());
+        assertEquals(List.of("a1"), gc().stream().map(GcRecord::getBlockKey).toList(), "only the first replacement freed a block");
+        // on the live extent (as a client has it, without its birth epoch): applied
+        Extent b1 = mds.getExtents(ROOT, ino, 1, 2).get(0);
+        StripeBase onB1 = StripeBase.newBuilder().setStripeIndex(1).setBase(b1.toBuilder().clearBirthEpoch()).build();
+        StripeBase stripe2None = StripeBase.newBuilder().setStripeIndex(2).build();
+        Attr a = mds.commitExtents(ROOT, ino, List.of(ext(l, 1, "c1", 250), ext(l, 2, "c2", 5)), List.of(onB1, stripe2None),
+                2 * ss + 5, 0, false);
+        assertEquals(2 * ss + 5, a.getSize());
+        assertEquals(List.of("a0", "c1", "c2"), mds.getExtents(ROOT, ino, 0, 0).stream().map(Extent::getBlockKey).toList());
     }
 }
