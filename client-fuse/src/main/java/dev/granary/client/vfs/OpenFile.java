@@ -44,7 +44,11 @@ import org.slf4j.LoggerFactory;
  * block right away while the writer continues; partially written stripes are uploaded at
  * flush/fsync/release (or earlier when memory is short), after a read-modify-write when the
  * stripe had data outside the written range. When all uploads are done, one
- * {@code MdsClient.commitExtents} publishes the new extents with the new size and mtime.
+ * {@code MdsClient.commitExtents} publishes the new extents with the size where the written
+ * bytes end and the mtime. A stripe not written whole is committed on the condition that it still
+ * has the extent its block was built on; if another writer changed it since, the handle lays the
+ * bytes it wrote ({@link WrittenRanges}) over the live extent and commits again: a write changes
+ * no byte it did not write (POSIX write(2); NFS sends only the written ranges).
  *
  * <p><b>Appends.</b> A handle opened with O_APPEND does not place its writes itself: each write
  * is queued whole, and queued writes are committed in order (when a chunk has queued, at flush,

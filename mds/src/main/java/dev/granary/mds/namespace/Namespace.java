@@ -1441,7 +1441,7 @@ public final class Namespace {
             // utimensat after the last write already set ctime to its (later) time: keep both.
             b.setCtimeNs(Math.max(r.getCtimeNs(), writeNs));
         } else {
-            b.setMtimeNs(writeNs).setCtimeNs(ctimeAfter(r.getCtimeNs(), now));
+            b.setMtimeNs(dataMtime(r.getMtimeNs(), writeNs, now)).setCtimeNs(ctimeAfter(r.getCtimeNs(), now));
         }
         if (c.getUid() != 0) {
             int m = b.getMode() & ~S_ISUID;
@@ -1491,6 +1491,24 @@ public final class Namespace {
             }
         }
         return commitExtents(c, ino, extents, newSize, mtimeNs, keepMtime, now);
+    }
+
+    /**
+     * The mtime (ns) a data commit sets: the time of its last write ({@code writeNs}), moved just
+     * past the file's mtime {@code prevNs} when not later than it, unless {@code prevNs} lies in
+     * the future of {@code now} (set by utimensat: a local filesystem's write sets the present).
+     * So every commit of new bytes changes the mtime, even one of writes older than another
+     * handle's commit (a local filesystem's mtime is its last write's time, never an earlier
+     * one). Close-to-open needs it: an open keeps the kernel's cached pages of the file when size
+     * and mtime are unchanged (libfuse's {@code auto_cache}), and commits that repeated an mtime
+     * (a handle's flush forced by another descriptor's commit, with no write of its own since)
+     * left other clients reading old pages (3-32 stale opens per 40 s of a three-mount stress).
+     */
+    static long dataMtime(long prevNs, long writeNs, long now) {
+        if (writeNs > prevNs || (prevNs > now && writeNs != prevNs)) {
+            return writeNs;
+        }
+        return prevNs + 1;
     }
 
     /** Whether two extents (either may be null: none) name the same bytes (birth epochs aside). */

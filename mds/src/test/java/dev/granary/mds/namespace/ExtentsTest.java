@@ -164,9 +164,9 @@ class ExtentsTest extends MdsTestBase {
         Layout l = f.getLayout();
         long ss = l.getStripeSize();
         Attr a = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "k0", ss), ext(l, 1, "k1", ss), ext(l, 2, "k2", 10)),
-                2 * ss + 10, 12345);
+                2 * ss + 10, f.getMtimeNs() + 12345);
         assertEquals(2 * ss + 10, a.getSize());
-        assertEquals(12345, a.getMtimeNs());
+        assertEquals(f.getMtimeNs() + 12345, a.getMtimeNs());
         assertTrue(a.getCtimeNs() > f.getCtimeNs());
         List<Extent> got = mds.getExtents(ROOT, f.getIno(), 0, 0);
         assertEquals(List.of("k0", "k1", "k2"), got.stream().map(Extent::getBlockKey).toList());
@@ -383,5 +383,32 @@ class ExtentsTest extends MdsTestBase {
                 2 * ss + 5, 0, false);
         assertEquals(2 * ss + 5, a.getSize());
         assertEquals(List.of("a0", "c1", "c2"), mds.getExtents(ROOT, ino, 0, 0).stream().map(Extent::getBlockKey).toList());
+    }
+
+    /**
+     * Every commit of new bytes changes the mtime: libfuse's auto_cache keeps another client's
+     * cached pages when size and mtime are unchanged, so a commit that repeated the previous
+     * mtime (writes older than another handle's commit, or a flush with no write since) left
+     * other clients reading old pages. An mtime in the future (utimensat) is not carried on.
+     */
+    @Test
+    void everyDataCommitMovesTheMtimeForwardUnlessItWasSetInTheFuture() {
+        registerOsts(1);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        Layout l = f.getLayout();
+        long t = f.getCtimeNs() + 1000;
+        Attr a = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "b0", 10)), 10, t);
+        assertEquals(t, a.getMtimeNs());
+        Attr same = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "b1", 10)), 10, t);
+        assertEquals(t + 1, same.getMtimeNs(), "same write time: 1 ns later, so the version differs");
+        Attr older = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "b2", 10)), 10, t - 500);
+        assertEquals(t + 2, older.getMtimeNs(), "older writes committed later: not back in time");
+        Attr later = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "b3", 10)), 10, t + 700);
+        assertEquals(t + 700, later.getMtimeNs());
+        long future = System.currentTimeMillis() * 1_000_000L + 3_600_000_000_000L;
+        mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_MTIME).setMtimeNs(future).build());
+        Attr now = mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "b4", 10)), 10, t + 800);
+        assertEquals(t + 800, now.getMtimeNs(), "a write after an mtime set in the future sets the write's time");
+        assertEquals(future + 1, Namespace.dataMtime(future, future, future - 1), "never equal to the previous one");
     }
 }
