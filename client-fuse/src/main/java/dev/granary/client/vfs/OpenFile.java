@@ -168,7 +168,11 @@ public final class OpenFile {
         }
     }
 
-    private record Upload(long stripe, CompletableFuture<Extent> future) {}
+    /**
+     * A block being uploaded for {@code stripe}: {@code builtOn} is the extent (null: none) whose
+     * bytes it holds around {@code written}, the bytes of its buffer.
+     */
+    private record Upload(long stripe, CompletableFuture<Extent> future, Extent builtOn, WrittenRanges written) {}
 
     /**
      * The writes of one stripe on their way to a commit: {@code base} is the extent (null: none)
@@ -1055,7 +1059,7 @@ public final class OpenFile {
      */
     private void startUpload(long k, StripeBuffer buf) {
         Extent base = baseExtent(k);
-        noteUnsaved(k, buf, base);
+        Extent builtOn = buf.baseLoaded ? buf.loadedFrom : base;
         long stripeStart = k * stripeSize;
         long maxLen = Math.max(0, Math.min(size - stripeStart, stripeSize));
         boolean needOld = needsOldBytes(buf, base, maxLen);
@@ -1088,22 +1092,22 @@ public final class OpenFile {
                     .setStripeIndex(k).setOst(ost).setBlockKey(key).setBlockOffset(0).setLength(extentLen).build());
         }, vfs.ioExecutor());
         f.whenComplete((e, t) -> vfs.dirtyBudget().release(buf.reserved));
-        uploading.put(k, new Upload(k, f));
+        uploading.put(k, new Upload(k, f, builtOn, buf.written));
     }
 
     /**
-     * Records that stripe k's next block holds {@code buf}'s written bytes (lock held): the first
-     * block of the stripe since the last commit is built on {@code buf}'s loaded base, or else on
-     * {@code base} (the stripe's extent now); a later one on this handle's previous block, so the
-     * condition stays the first block's base and the written ranges add up.
+     * Stripe k's block built on {@code builtOn} with {@code written} reached {@link #uploaded}
+     * (lock held): with no block of the stripe waiting for a commit, {@code builtOn} is the
+     * condition of its commit; else the new block was built on that uncommitted block (a buffer
+     * takes it as its base), so the condition stays that block's and the written ranges add up.
      */
-    private void noteUnsaved(long k, StripeBuffer buf, Extent base) {
+    private void noteUploaded(long k, Extent builtOn, WrittenRanges written) {
         StripeWrite w = unsaved.get(k);
         if (w == null) {
-            w = new StripeWrite(buf.baseLoaded ? buf.loadedFrom : base);
+            w = new StripeWrite(builtOn);
             unsaved.put(k, w);
         }
-        w.written.addAll(buf.written);
+        w.written.addAll(written);
     }
 
     /** Moves finished uploads into the uploaded map; records the first failure (lock held). */
@@ -1123,6 +1127,7 @@ public final class OpenFile {
             it.remove();
             try {
                 uploaded.put(u.stripe, u.future.get());
+                noteUploaded(u.stripe, u.builtOn, u.written);
             } catch (ExecutionException | InterruptedException | CompletionException e) {
                 Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
                 if (uploadError == null) {
@@ -1374,7 +1379,7 @@ public final class OpenFile {
         if (needsOldBytes(buf, base, size)) {
             loadBase(0, buf); // bytes outside the written range come from the old data
         }
-        noteUnsaved(0, buf, base);
+        noteUploaded(0, buf.baseLoaded ? buf.loadedFrom : base, buf.written);
         int n = (int) size; // bytes past what was written or loaded are zeros (a hole or a truncate up)
         Extent inline = Extent.newBuilder().setStripeIndex(0).setLength(n)
                 .setInlineData(ByteString.copyFrom(buf.prefix(n))).build();
