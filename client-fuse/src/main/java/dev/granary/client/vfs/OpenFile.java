@@ -1380,7 +1380,10 @@ public final class OpenFile {
             loadBase(0, buf); // bytes outside the written range come from the old data
         }
         noteUploaded(0, buf.baseLoaded ? buf.loadedFrom : base, buf.written);
-        int n = (int) size; // bytes past what was written or loaded are zeros (a hole or a truncate up)
+        // the written and the old bytes; past them the file reads zeros up to its size (a hole or a
+        // truncate up). Not the size seen at open: another client may have cut the file since, and
+        // an extent past its end is refused (the close failed with EINVAL, losing the write).
+        int n = buf.baseLoaded ? Math.max(buf.hi, buf.baseLen) : buf.hi;
         Extent inline = Extent.newBuilder().setStripeIndex(0).setLength(n)
                 .setInlineData(ByteString.copyFrom(buf.prefix(n))).build();
         dirty.remove(0L);

@@ -156,6 +156,35 @@ class GranaryVfsTest extends LocalClusterTestBase {
     }
 
     /**
+     * A small file whose data ends before its size (600 bytes written, then truncated up to 1000)
+     * is cut by another client to 800 while a handle opened before holds a 10-byte write: the
+     * close keeps that size and every other byte. Regression: the inline extent of the commit was
+     * as long as the size the handle saw at open (1000), past the file's 800 bytes, and the MDS
+     * refused the commit (EINVAL at close: the write was lost).
+     */
+    @Test
+    void aSmallFileCutByAnotherClientKeepsItsSizeWhenAnOlderHandleCloses() {
+        String p = dir + "/cut";
+        byte[] old = new byte[600];
+        Arrays.fill(old, (byte) 'o');
+        writeFile(vfs, p, old, 600);
+        vfs.truncate(ROOT, p, 1000);
+        long fh = vfs.open(ROOT, p, O_RDWR);
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults())) {
+            assertEquals(800, other.truncate(ROOT, p, 800).getSize());
+        }
+        byte[] w = "0123456789".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        vfs.write(ROOT, fh, 0, w, w.length);
+        vfs.flush(ROOT, fh);
+        vfs.release(ROOT, fh);
+        vfs.invalidateCaches();
+        byte[] want = new byte[800];
+        System.arraycopy(old, 0, want, 0, 600);
+        System.arraycopy(w, 0, want, 0, 10);
+        assertArrayEquals(want, readAll(vfs, p, 4096));
+    }
+
+    /**
      * A writer rewriting whole stripes while another thread fsyncs the same handle over and over:
      * every commit is taken while newer blocks of the same stripes are still uploading. Each
      * commit must keep the written ranges of those newer blocks for the next one. Regression: a
