@@ -20,6 +20,17 @@ public interface ObjectStore extends AutoCloseable {
      */
     byte[] get(String key, long offset, int length);
 
+    /**
+     * A URL for an HTTP GET of object {@code key} by someone who holds no credentials (S3's
+     * presigned URLs: SigV4 query-string authentication), valid for {@code ttl}; a {@code Range}
+     * header selects bytes, as for {@link #get}. Signing sends no request.
+     *
+     * @throws UnsupportedOperationException when the store cannot sign URLs
+     */
+    default java.net.URI presignGet(String key, java.time.Duration ttl) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " does not sign URLs");
+    }
+
     /** Deletes {@code key}; deleting a missing key is not an error (S3 semantics). */
     void delete(String key);
 

@@ -137,6 +137,15 @@ public final class BlockCache {
         return read(ost, store, key, offset, length, false);
     }
 
+    /** Whether block {@code key} of OST {@code ost} is in memory whole, ready (no hit or miss is counted). */
+    public boolean holdsWhole(int ost, String key) {
+        if (!enabled()) {
+            return false;
+        }
+        Entry whole = done(new Key(ost, key));
+        return whole != null && whole.whole;
+    }
+
     /**
      * The bytes {@code [offset, offset+length)} of block {@code key} of OST {@code ost} when they
      * can be served from memory without waiting (the block is cached whole), else null. Never

@@ -10,6 +10,8 @@ import dev.granary.oss.OssConfig;
 import dev.granary.oss.proto.DeleteBlocksRequest;
 import dev.granary.oss.proto.DropCacheReply;
 import dev.granary.oss.proto.DropCacheRequest;
+import dev.granary.oss.proto.LocateBlockReply;
+import dev.granary.oss.proto.LocateBlockRequest;
 import dev.granary.oss.proto.ObjectStorageServiceGrpc;
 import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
@@ -203,6 +205,16 @@ public final class OssClient implements BlockIo {
         ReadBlockRequest req = ReadBlockRequest.newBuilder().setOst(ost).setKey(key).setOffset(offset).setLength(length).build();
         return call(ost, "read of block " + key + " on OST " + ost, stub -> ClientCalls.futureUnaryCall(
                 stub.getChannel().newCall(ReadReplyMarshaller.READ_BLOCK, stub.getCallOptions()), req));
+    }
+
+    /**
+     * Where to read block {@code key} of OST {@code ost} from (oss.proto, LocateBlock): cached at
+     * its OSS, or a URL the OSS signed for a GET straight from S3, valid {@code ttlSeconds}.
+     * Fails with {@link OssException} (UNIMPLEMENTED: the OSS cannot sign URLs for that OST).
+     */
+    public CompletableFuture<LocateBlockReply> locate(int ost, String key, int ttlSeconds) {
+        LocateBlockRequest req = LocateBlockRequest.newBuilder().setOst(ost).setKey(key).setTtlSeconds(ttlSeconds).build();
+        return call(ost, "locate of block " + key + " on OST " + ost, stub -> stub.locateBlock(req));
     }
 
     /** Deletes blocks {@code keys} of OST {@code ost}; missing blocks are not an error. */

@@ -11,6 +11,8 @@ import dev.granary.oss.proto.DeleteBlocksReply;
 import dev.granary.oss.proto.DeleteBlocksRequest;
 import dev.granary.oss.proto.DropCacheReply;
 import dev.granary.oss.proto.DropCacheRequest;
+import dev.granary.oss.proto.LocateBlockReply;
+import dev.granary.oss.proto.LocateBlockRequest;
 import dev.granary.oss.proto.ObjectStorageServiceGrpc;
 import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
@@ -216,6 +218,20 @@ public final class OssServer implements AutoCloseable {
         return s.withDescription(what + ": " + e.getMessage());
     }
 
+    /** A block of an OST, as remembered by {@link #located}. */
+    private record LocatedKey(int ost, String key) {}
+
+    /** How long a block whose URL this OSS handed out counts as being read by some client. */
+    static final java.time.Duration LOCATED_FOR = java.time.Duration.ofMinutes(10);
+
+    /**
+     * Blocks this OSS signed a URL for within {@link #LOCATED_FOR}: the first client to locate a
+     * cold block reads it straight from S3; a later one reads it through this OSS, so it lands in
+     * the read cache for the rest.
+     */
+    private final com.github.benmanes.caffeine.cache.Cache<LocatedKey, Boolean> located =
+            com.github.benmanes.caffeine.cache.Caffeine.newBuilder().maximumSize(1_000_000).expireAfterWrite(LOCATED_FOR).build();
+
     private final class Service extends ObjectStorageServiceGrpc.ObjectStorageServiceImplBase {
         @Override
         public void writeBlock(WriteBlockRequest req, StreamObserver<WriteBlockReply> out) {
@@ -261,6 +277,35 @@ public final class OssServer implements AutoCloseable {
             }
             submit(out, "read of block " + key + " on OST " + ost,
                     () -> reply(cache.readShared(ost, store, key, offset, length)));
+        }
+
+        @Override
+        public void locateBlock(LocateBlockRequest req, StreamObserver<LocateBlockReply> out) {
+            int ost = req.getOst();
+            String key = req.getKey();
+            try {
+                ObjectStore store = store(ost);
+                checkKey(ost, key);
+                if (cache.holdsWhole(ost, key)) {
+                    out.onNext(LocateBlockReply.newBuilder().setCached(true).build());
+                } else if (located.asMap().putIfAbsent(new LocatedKey(ost, key), Boolean.TRUE) != null) {
+                    // a second client wants it within LOCATED_FOR: read it through this OSS, which
+                    // keeps it in its cache for the others (the shared read cache of a training
+                    // cluster whose nodes read the same data)
+                    out.onNext(LocateBlockReply.getDefaultInstance());
+                } else {
+                    long ttl = Math.max(1, Math.min(req.getTtlSeconds() == 0 ? 900 : req.getTtlSeconds(), 7 * 86400));
+                    String url = store.presignGet(key, java.time.Duration.ofSeconds(ttl)).toString();
+                    out.onNext(LocateBlockReply.newBuilder().setUrl(url).build());
+                }
+                out.onCompleted();
+            } catch (StatusRuntimeException e) {
+                out.onError(e);
+            } catch (UnsupportedOperationException e) {
+                out.onError(Status.UNIMPLEMENTED.withDescription("OST " + ost + ": " + e.getMessage()).asRuntimeException());
+            } catch (ObjectStoreException e) {
+                out.onError(toStatus(e, "signing a URL of block " + key + " on OST " + ost).asRuntimeException());
+            }
         }
 
         /** The reply carrying {@code data} without a copy (cached arrays are never modified). */

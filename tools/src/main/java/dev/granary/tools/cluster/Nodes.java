@@ -13,6 +13,8 @@ import dev.granary.objbacker.ObjectStore;
 import dev.granary.objbacker.ObjectStoreException;
 import dev.granary.objbacker.S3Config;
 import dev.granary.objbacker.S3ObjectStore;
+import dev.granary.oss.BlockIo;
+import dev.granary.oss.client.DirectReadBlockIo;
 import dev.granary.oss.OssConfig;
 import dev.granary.oss.client.OssClient;
 import dev.granary.oss.server.OssServer;
@@ -284,6 +286,9 @@ public final class Nodes {
         return new Gc(gc, mds, oss);
     }
 
+    /** Direct GETs to S3 in flight per client at most ({@code client.direct_reads}). */
+    static final int DIRECT_READ_THREADS = 16;
+
     /** The FUSE client settings of the config. */
     public static ClientConfig clientConfig(GranaryConfig cfg) {
         return ClientConfig.defaults()
@@ -301,14 +306,21 @@ public final class Nodes {
                 .withDeferredCreate(cfg.client.deferredCreate);
     }
 
-    /** A mounted client: its MDS client, OSS client, vfs and FUSE mount, closed together. */
-    public record Client(MdsClient mds, OssClient oss, GranaryVfs vfs, FuseMount mount) implements AutoCloseable {
+    /**
+     * A mounted client: its MDS client, OSS client, the block I/O its vfs reads and writes through
+     * (the OSS client, or {@link DirectReadBlockIo} over it with {@code client.direct_reads}), vfs
+     * and FUSE mount, closed together.
+     */
+    public record Client(MdsClient mds, OssClient oss, BlockIo blocks, GranaryVfs vfs, FuseMount mount) implements AutoCloseable {
         @Override
         public void close() {
             try {
                 mount.close();
             } finally {
                 vfs.close();
+                if (blocks != oss) {
+                    blocks.close();
+                }
                 oss.close();
                 mds.close();
             }
@@ -328,12 +340,17 @@ public final class Nodes {
         OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList(), dev.granary.oss.OssConfig.DEFAULT_MAX_MESSAGE_BYTES,
                 OssClient.DEFAULT_MAX_ATTEMPTS, Sizes.parseDuration(cfg.client.ioTimeout));
         ClientConfig cc = clientConfig(cfg);
-        GranaryVfs vfs = new GranaryVfs(mds, oss, cc);
+        BlockIo blocks = cfg.client.directReads
+                ? new DirectReadBlockIo(oss, Sizes.parseDuration(cfg.client.ioTimeout), DIRECT_READ_THREADS) : oss;
+        GranaryVfs vfs = new GranaryVfs(mds, blocks, cc);
         try {
             vfs.getattr(ROOT, "/"); // the MDS answers (a leader is elected) before the kernel can ask anything
-            return new Client(mds, oss, vfs, FuseMount.mount(vfs, mountPoint, cc));
+            return new Client(mds, oss, blocks, vfs, FuseMount.mount(vfs, mountPoint, cc));
         } catch (RuntimeException e) {
             vfs.close();
+            if (blocks != oss) {
+                blocks.close();
+            }
             oss.close();
             mds.close();
             throw new UserError("cannot mount " + mountPoint + ": " + rootMessage(e), e);
