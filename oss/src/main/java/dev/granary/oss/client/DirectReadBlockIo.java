@@ -179,10 +179,21 @@ public final class DirectReadBlockIo implements BlockIo {
                 if (in == null) {
                     return ByteBuffer.allocate(0);
                 }
-                if (status == 200 && offset > 0) {
-                    in.skipNBytes(offset); // a server that ignored the Range header
+                byte[] data;
+                long declared = rsp.httpResponse().firstMatchingHeader("Content-Length").map(Long::parseLong).orElse(-1L);
+                if (status == 206 && declared >= 0 && declared <= length) {
+                    data = new byte[(int) declared]; // read straight into the result: one copy less
+                    int n = in.readNBytes(data, 0, data.length);
+                    if (n < data.length) {
+                        throw new IOException("GET of " + url.getPath() + ": " + n + " of " + declared + " bytes before the end");
+                    }
+                } else {
+                    if (status == 200 && offset > 0) {
+                        in.skipNBytes(offset); // a server that ignored the Range header
+                    }
+                    data = in.readNBytes(length);
                 }
-                ByteBuffer b = ByteBuffer.wrap(in.readNBytes(length));
+                ByteBuffer b = ByteBuffer.wrap(data);
                 directGets.incrementAndGet();
                 failuresInARow.set(0);
                 return b;
