@@ -1,6 +1,7 @@
 package dev.granary.client.vfs;
 
 import com.google.protobuf.ByteString;
+import dev.granary.mds.Extents;
 import dev.granary.mds.FsException;
 import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.proto.Attr;
@@ -1339,7 +1340,7 @@ public final class OpenFile {
             long k = en.getKey();
             StripeWrite w = unsaved.get(k);
             Extent cur = live.get(k);
-            if (w.written.covers((int) stripeSize) || sameData(cur, w.base)) {
+            if (w.written.covers((int) stripeSize) || Extents.sameData(cur, w.base)) {
                 continue;
             }
             Extent mine = en.getValue();
@@ -1369,15 +1370,6 @@ public final class OpenFile {
         dropBlocks(replaced);
     }
 
-    /** Whether two extents (either may be null: none) name the same bytes, birth epochs aside (as the MDS compares bases). */
-    private static boolean sameData(Extent a, Extent b) {
-        if (a == null || b == null) {
-            return a == b;
-        }
-        return a.getStripeIndex() == b.getStripeIndex() && a.getOst() == b.getOst() && a.getBlockKey().equals(b.getBlockKey())
-                && a.getBlockOffset() == b.getBlockOffset() && a.getLength() == b.getLength()
-                && a.getInlineData().equals(b.getInlineData());
-    }
 
     /**
      * Data on MDS (lock held): when the file is small ({@code size <= inline_max}, within stripe 0)

@@ -1,6 +1,7 @@
 package dev.granary.mds.namespace;
 
 import com.google.protobuf.ByteString;
+import dev.granary.mds.Extents;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
@@ -1387,7 +1388,7 @@ public final class Namespace {
         // before the checks of the extents: one built on a base another client shortened may end past the size
         for (StripeBase b : bases) {
             Extent cur = MdsSchema.getExtent(txn, ino, b.getStripeIndex(), epoch);
-            if (!sameData(cur, b.hasBase() ? b.getBase() : null)) {
+            if (!Extents.sameData(cur, b.hasBase() ? b.getBase() : null)) {
                 throw err(Status.EAGAIN, "stripe " + Long.toUnsignedString(b.getStripeIndex()) + " of inode "
                         + Long.toUnsignedString(ino) + " changed since the writer read it");
             }
@@ -1486,7 +1487,7 @@ public final class Namespace {
         long ss = r.getLayout().getStripeSize();
         if (ss > 0 && expectSize % ss != 0) {
             Extent cur = MdsSchema.getExtent(txn, ino, expectSize / ss, epoch);
-            if (!sameData(cur, base)) {
+            if (!Extents.sameData(cur, base)) {
                 throw err(Status.EAGAIN, "stripe " + expectSize / ss + " changed since the append read it");
             }
         }
@@ -1511,15 +1512,6 @@ public final class Namespace {
         return prevNs + 1;
     }
 
-    /** Whether two extents (either may be null: none) name the same bytes (birth epochs aside). */
-    private static boolean sameData(Extent a, Extent b) {
-        if (a == null || b == null) {
-            return a == b;
-        }
-        return a.getStripeIndex() == b.getStripeIndex() && a.getOst() == b.getOst() && a.getBlockKey().equals(b.getBlockKey())
-                && a.getBlockOffset() == b.getBlockOffset() && a.getLength() == b.getLength()
-                && a.getInlineData().equals(b.getInlineData());
-    }
 
     /**
      * Checks an inline (data on MDS) extent: stripe 0 only, no block, length equal to the inline
