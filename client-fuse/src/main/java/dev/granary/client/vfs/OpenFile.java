@@ -91,9 +91,9 @@ public final class OpenFile {
     private final Map<Long, StripeBuffer> dirty = new HashMap<>();
     private final Map<Long, Prefetch> window = new HashMap<>();
     /**
-     * For each stripe in {@link #uploaded} or {@link #uploading}: the extent its new block was
-     * built on and the bytes of it this handle wrote (the condition of the commit, see
-     * {@link StripeWrite}).
+     * For each stripe in {@link #uploaded}: the extent its new block was built on and the bytes
+     * of it this handle wrote (the condition of the commit, see {@link StripeWrite}); an upload
+     * still running carries its own ({@link Upload}) until it is reaped.
      */
     private final Map<Long, StripeWrite> unsaved = new HashMap<>();
     private long size;
@@ -143,6 +143,11 @@ public final class OpenFile {
         Extent loadedFrom;
         /** The bytes written into this buffer (when not baseLoaded: exactly [lo, hi)). */
         final WrittenRanges written = new WrittenRanges();
+
+        /** The extent whose bytes a block of this buffer holds around its writes: the loaded base, else {@code base} (the stripe's base now). */
+        Extent builtOn(Extent base) {
+            return baseLoaded ? loadedFrom : base;
+        }
 
         StripeBuffer(int initial, int capacityMax, int reserved) {
             this.capacityMax = capacityMax;
@@ -1060,7 +1065,7 @@ public final class OpenFile {
      */
     private void startUpload(long k, StripeBuffer buf) {
         Extent base = baseExtent(k);
-        Extent builtOn = buf.baseLoaded ? buf.loadedFrom : base;
+        Extent builtOn = buf.builtOn(base);
         long stripeStart = k * stripeSize;
         long maxLen = Math.max(0, Math.min(size - stripeStart, stripeSize));
         boolean needOld = needsOldBytes(buf, base, maxLen);
@@ -1305,12 +1310,7 @@ public final class OpenFile {
                 if (attempt > 1) {
                     // others won the last races too: step back a random while, so that one of the
                     // writers of the stripe gets through (as appenders do)
-                    try {
-                        Thread.sleep(java.util.concurrent.ThreadLocalRandom.current().nextInt(1, 2 + Math.min(attempt, 50)));
-                    } catch (InterruptedException ie) {
-                        Thread.currentThread().interrupt();
-                        throw new FsException(Status.EINTR, "interrupted while committing inode " + ino);
-                    }
+                    backOff(attempt, 50, "committing inode " + ino);
                 }
                 relayOnLiveBases();
             }
@@ -1370,7 +1370,6 @@ public final class OpenFile {
         dropBlocks(replaced);
     }
 
-
     /**
      * Data on MDS (lock held): when the file is small ({@code size <= inline_max}, within stripe 0)
      * and its only new data is the stripe-0 buffer, that buffer (merged with the old bytes) becomes
@@ -1388,7 +1387,7 @@ public final class OpenFile {
         if (needsOldBytes(buf, base, size)) {
             loadBase(0, buf); // bytes outside the written range come from the old data
         }
-        noteUploaded(0, buf.baseLoaded ? buf.loadedFrom : base, buf.written);
+        noteUploaded(0, buf.builtOn(base), buf.written);
         // the written and the old bytes; past them the file reads zeros up to its size (a hole or a
         // truncate up). Not the size seen at open: another client may have cut the file since, and
         // an extent past its end is refused (the close failed with EINVAL, losing the write).
@@ -1707,12 +1706,7 @@ public final class OpenFile {
                             + attempt + " times", e);
                 }
                 guess = start;
-                try {
-                    Thread.sleep(java.util.concurrent.ThreadLocalRandom.current().nextInt(1, 2 + Math.min(attempt, 20)));
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
-                    throw new FsException(Status.EINTR, "interrupted while appending");
-                }
+                backOff(attempt, 20, "appending");
             }
         }
     }
@@ -1768,6 +1762,21 @@ public final class OpenFile {
             throw failed;
         }
         return out;
+    }
+
+    /**
+     * After a lost race with another writer (conditional commit or append): sleeps a random
+     * 1 .. 1+min(attempt, capMs) ms, so that one of the writers gets through.
+     *
+     * @throws FsException EINTR when interrupted ({@code doing} names the operation)
+     */
+    private static void backOff(int attempt, int capMs, String doing) {
+        try {
+            Thread.sleep(java.util.concurrent.ThreadLocalRandom.current().nextInt(1, 2 + Math.min(attempt, capMs)));
+        } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+            throw new FsException(Status.EINTR, "interrupted while " + doing);
+        }
     }
 
     /** Deletes blocks that were uploaded but will never be committed (best effort, not waited for). */
