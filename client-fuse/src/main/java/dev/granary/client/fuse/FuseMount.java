@@ -30,13 +30,14 @@ import org.slf4j.LoggerFactory;
  * fresh attributes from the MDS and then tells the kernel to forget the ones it cached, see
  * {@link PooledFuseFS#invalidateKernelAttributesOfRequestFile()}: so an open sees the size another
  * client closed, instead of a size the kernel cached before that close), {@code negative_timeout=0},
- * {@code auto_cache} with {@code ac_attr_timeout=0} when {@link ClientConfig#keepCache()} (libfuse
- * keeps a file's page cache across opens while the size and mtime that open fetched fresh from
- * the MDS are unchanged, and drops it otherwise: close-to-open revalidation), {@code default_permissions}
+ * {@code default_permissions}
  * (the kernel checks permissions, search permission of every directory of a path included, from
  * the attributes it caches; Granary checks again at the MDS), and
  * {@code allow_other} when {@link ClientConfig#allowOther()} is set and we run as root (or
- * /etc/fuse.conf has {@code user_allow_other}).
+ * /etc/fuse.conf has {@code user_allow_other}). The page cache of a file is kept across opens
+ * while it holds the version each open read from the MDS, and dropped at the open otherwise
+ * (close-to-open revalidation), when {@link ClientConfig#keepCache()}: decided by
+ * {@link GranaryFuse} at each open, not by libfuse's {@code auto_cache}.
  *
  * <p>Errors: {@link MountException} with a one-line message when the mount point is missing,
  * not a directory or not empty, when /dev/fuse or libfuse2 is missing, or when the mount does
@@ -169,17 +170,8 @@ public final class FuseMount implements AutoCloseable {
             o.add("-o");
             o.add(s);
         }
-        if (config.keepCache()) {
-            o.add("-o");
-            o.add("auto_cache");
-            // libfuse decides keep_cache at open from its own copy of the file's last stat, and
-            // re-asks (fgetattr: the fresh attributes Granary's open just fetched) only when that
-            // copy is older than ac_attr_timeout (default: attr_timeout). 0: it always re-asks, so
-            // another client's same-size overwrite closed before this open drops the stale pages
-            // (before: they were served for up to attr_timeout after this client's last stat).
-            o.add("-o");
-            o.add("ac_attr_timeout=0");
-        }
+        // keep_cache is decided by GranaryFuse at each open (PageCacheVersions), not by libfuse's
+        // auto_cache, whose opens could read pages another open had yet to drop.
         if (config.allowOther() && (root || userAllowOther)) {
             o.add("-o");
             o.add("allow_other");

@@ -2,6 +2,7 @@ package dev.granary.client.fuse;
 
 import dev.granary.client.vfs.GranaryVfs;
 import dev.granary.client.vfs.Names;
+import dev.granary.client.vfs.OpenFile;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Status;
@@ -74,6 +75,8 @@ public class GranaryFuse extends PooledFuseFS {
     private final GranaryVfs vfs;
     private final CallerResolver callers;
     private final KernelAttrs kernelAttrs;
+    /** The version of each file the kernel's page cache holds, when {@link dev.granary.client.vfs.ClientConfig#keepCache()}; else null. */
+    private final PageCacheVersions pageVersions;
 
     /** An adapter over {@code vfs}; supplementary groups of a pid are cached for 1 s. */
     public GranaryFuse(GranaryVfs vfs) {
@@ -81,6 +84,7 @@ public class GranaryFuse extends PooledFuseFS {
         this.vfs = vfs;
         this.callers = new CallerResolver(Duration.ofSeconds(1));
         this.kernelAttrs = new KernelAttrs(vfs.config().cacheTimeout());
+        this.pageVersions = vfs.config().keepCache() ? new PageCacheVersions() : null;
     }
 
     @Override
@@ -218,6 +222,7 @@ public class GranaryFuse extends PooledFuseFS {
 
     @Override
     public int fgetattr(String nativePath, FileStat stat, FuseFileInfo fi) {
+        served(fi.fh.get());
         String path = Names.fromNative(nativePath, LATIN1);
         return call("fgetattr", path, c -> {
             replyAttr(stat, vfs.fgetattr(c, fi.fh.get()));
@@ -510,6 +515,7 @@ public class GranaryFuse extends PooledFuseFS {
             }
             fi.fh.set(fh);
             directIoForAppend(fi);
+            keepCacheIfCurrent(fi, fh);
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
             // fresh ones, so make the kernel ask again rather than keep a size from before, unless
             // what it holds is these (then its next fstat or read past its EOF would cost a
@@ -540,6 +546,7 @@ public class GranaryFuse extends PooledFuseFS {
 
     @Override
     public int read(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        served(fi.fh.get());
         if (size > largestRead.get()) {
             largestRead.accumulateAndGet(size, Math::max);
         }
@@ -564,6 +571,7 @@ public class GranaryFuse extends PooledFuseFS {
 
     @Override
     public int write(String nativePath, Pointer buf, @size_t long size, @off_t long offset, FuseFileInfo fi) {
+        served(fi.fh.get());
         String path = Names.fromNative(nativePath, LATIN1);
         return call("write", path, c -> {
             kernelAttrs.forget(vfs.handle(fi.fh.get()).ino()); // the kernel sets its cached size itself
@@ -608,6 +616,36 @@ public class GranaryFuse extends PooledFuseFS {
         }
     }
 
+    /**
+     * Close-to-open for the kernel's page cache, when {@link dev.granary.client.vfs.ClientConfig#keepCache()}:
+     * sets {@code keep_cache} (FOPEN_KEEP_CACHE) on this open only when the pages the kernel holds
+     * for the file are the version its new handle read from the MDS ({@link PageCacheVersions});
+     * otherwise the kernel drops them before open(2) returns. Older descriptors of the file here
+     * took the handle's map before ({@code GranaryVfs.open}), so their reads cannot fill the
+     * pages with the old bytes again.
+     */
+    private void keepCacheIfCurrent(FuseFileInfo fi, long fh) {
+        long node = requestKernelNode();
+        if (pageVersions == null || node < 0) {
+            return;
+        }
+        OpenFile f = vfs.handle(fh);
+        if (pageVersions.keep(node, f.ino(), f.mapCtimeNs(), fh)) {
+            jnr.ffi.Pointer m = jnr.ffi.Struct.getMemory(fi);
+            m.putInt(BITFIELDS_OFFSET, m.getInt(BITFIELDS_OFFSET) | KEEP_CACHE_BIT);
+        }
+    }
+
+    /** A request on handle {@code fh} after its OPEN: tells {@link PageCacheVersions} the open returned. */
+    private void served(long fh) {
+        if (pageVersions != null) {
+            pageVersions.opened(fh);
+        }
+    }
+
+    /** {@code keep_cache}'s bit in libfuse 2's bit fields (after {@code direct_io}). */
+    private static final int KEEP_CACHE_BIT = 1 << 1;
+
     /** Linux's open flags (asm-generic/fcntl.h). */
     private static final int O_APPEND = 02000, O_ACCMODE = 03, O_WRONLY = 01;
 
@@ -622,6 +660,7 @@ public class GranaryFuse extends PooledFuseFS {
 
     @Override
     public int flush(String nativePath, FuseFileInfo fi) {
+        served(fi.fh.get());
         String path = Names.fromNative(nativePath, LATIN1);
         return call("flush", path, c -> {
             vfs.flush(c, fi.fh.get());
@@ -632,6 +671,7 @@ public class GranaryFuse extends PooledFuseFS {
 
     @Override
     public int fsync(String nativePath, int isdatasync, FuseFileInfo fi) {
+        served(fi.fh.get());
         String path = Names.fromNative(nativePath, LATIN1);
         return call("fsync", path, c -> {
             vfs.fsync(c, fi.fh.get(), isdatasync != 0);
@@ -653,6 +693,7 @@ public class GranaryFuse extends PooledFuseFS {
 
     @Override
     public int release(String nativePath, FuseFileInfo fi) {
+        served(fi.fh.get());
         String path = Names.fromNative(nativePath, LATIN1);
         return call("release", path, c -> {
             releaseHandle(c, fi.fh.get());

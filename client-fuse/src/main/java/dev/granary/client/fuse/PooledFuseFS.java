@@ -344,6 +344,11 @@ public abstract class PooledFuseFS extends FuseStubFS {
         return r == 0;
     }
 
+    /** The kernel's node id of the file of the request the current thread serves; -1 when not a pool thread. */
+    protected static long requestKernelNode() {
+        return REQUEST.get() == null ? -1 : KERNEL_NODE.get()[0];
+    }
+
     /**
      * Makes the kernel forget the attributes it cached for every node showing inode {@code ino}
      * (each of its names, {@link NodeVersions#nodesShowing}), as

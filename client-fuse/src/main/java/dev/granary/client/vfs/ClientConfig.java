@@ -30,9 +30,9 @@ import java.time.Duration;
  *                         data inline in the MDS (data on MDS, as Lustre's DoM): no S3 PUT when it is
  *                         written, and open returns its bytes, so reading it costs no data round
  *                         trip. Default 256 KiB; 0 disables; at most 1 MiB (the MDS's limit)
- * @param keepCache        keep the kernel page cache of a file across opens while its size and mtime
- *                         are unchanged at open (close-to-open revalidation; FUSE {@code keep_cache}).
- *                         Default true
+ * @param keepCache        keep the kernel page cache of a file across opens while it holds the version
+ *                         of the file each open reads from the MDS (close-to-open revalidation; FUSE
+ *                         {@code keep_cache}). Default true
  * @param openAfterLookup  an open that follows a lookup of the same small file (at most one stripe)
  *                         within this time uses the attributes and extent map that lookup fetched
  *                         instead of a second MDS read. The kernel sends LOOKUP then OPEN for one

@@ -22,6 +22,7 @@ import dev.granary.mds.proto.StripeBase;
 import dev.granary.oss.BlockIo;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -104,6 +105,14 @@ public final class GranaryVfs implements AutoCloseable {
      * open takes its entry once.
      */
     private final Cache<Long, LookupMap> lookupMaps;
+
+    /**
+     * The largest MDS ctime (ns) this client has seen for each regular file, from any answer: a
+     * new handle whose map is older reads it again ({@link #openHandle}). Kept longer than the
+     * attribute cache, so that the check holds when that one has expired.
+     */
+    private final Cache<Long, Long> newestCtimes =
+            Caffeine.newBuilder().expireAfterAccess(Duration.ofMinutes(10)).maximumSize(100_000).build();
 
     /** An extent map fetched by a lookup at {@code atNanos} (System.nanoTime). */
     private record LookupMap(MdsClient.FileMap map, long atNanos) {}
@@ -335,7 +344,15 @@ public final class GranaryVfs implements AutoCloseable {
             attrs.put(fetched.getIno(), fetched);
             return fetched;
         }
+        noteCtime(fetched);
         return attrs.asMap().merge(fetched.getIno(), fetched, GranaryVfs::laterByCtime);
+    }
+
+    /** Records a regular file's MDS ctime in {@link #newestCtimes} (the largest seen wins). */
+    private void noteCtime(Attr a) {
+        if (isReg(a)) {
+            newestCtimes.asMap().merge(a.getIno(), a.getCtimeNs(), Math::max);
+        }
     }
 
     /** Of two MDS answers for one regular file, the later: the fresh one unless the old has a later ctime. */
@@ -578,6 +595,7 @@ public final class GranaryVfs implements AutoCloseable {
     void attrCommitted(Attr a) {
         localChanges.incrementAndGet();
         lookupMaps.invalidate(a.getIno()); // own change: a map fetched before it is stale
+        noteCtime(a);
         attrs.asMap().merge(a.getIno(), a, GranaryVfs::laterByCtime);
     }
 
@@ -954,6 +972,7 @@ public final class GranaryVfs implements AutoCloseable {
     /** An existing entry was found (or made): caches its dentry and attributes. */
     private void added(ParentName pn, Attr a) {
         dentries.put(new DentryKey(pn.parent.getIno(), pn.name), a.getIno());
+        noteCtime(a);
         attrs.put(a.getIno(), a);
     }
 
@@ -1201,7 +1220,12 @@ public final class GranaryVfs implements AutoCloseable {
             s.add(f);
             return s;
         });
-        if (localChanges.get() != changesBefore) {
+        // A map older than a change this client has seen since (another open here read the file
+        // after another client's close while this open's read was in flight): read it again, or
+        // this handle's reads would fill the page cache with the file as it was before that
+        // change, under attributes that already show it, and later opens would keep those pages.
+        Long seen = newestCtimes.getIfPresent(a.getIno());
+        if (localChanges.get() != changesBefore || (seen != null && f.mapCtimeNs() < seen)) {
             try {
                 f.refreshMap(); // from here on every commit of this client reaches f
             } catch (FsException e) {

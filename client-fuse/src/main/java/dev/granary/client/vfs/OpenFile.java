@@ -259,6 +259,19 @@ public final class OpenFile {
     /** A handle's committed size and extent map, and the MDS ctime (ns) of the map it came from. */
     record CommittedMap(long size, Map<Long, Extent> byStripe, long ctimeNs) {}
 
+    /**
+     * The MDS ctime (ns) of the extent map this handle holds: the version of the file its reads
+     * serve (moved by another open's newer map, {@link #adoptNewerMap}, and by this client's commits).
+     */
+    public long mapCtimeNs() {
+        lock.lock();
+        try {
+            return mapCtimeNs;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** This handle's committed size and map (a new handle's: what its open read from the MDS). */
     CommittedMap committedMap() {
         lock.lock();

@@ -1,0 +1,73 @@
+package dev.granary.client.fuse;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Which version of a file each kernel inode's page cache holds, so that an open keeps the pages
+ * ({@code FOPEN_KEEP_CACHE}) only when they are the version the open read from the MDS and no
+ * other open is still dropping older ones (close-to-open, as NFS's revalidation at open).
+ *
+ * <p>An open without keep_cache makes Linux drop the inode's pages before open(2) returns
+ * ({@code fuse_finish_open}), in the opener's process, after the reply. So a version counts as
+ * held only once a later request on that opener's handle (a read, write, flush or release)
+ * shows its open(2) returned; until then, other opens of the same version go without keep_cache
+ * too and each drops the pages itself. libfuse2's {@code auto_cache}, used before, kept the pages
+ * for a second open as soon as the first had noticed the new mtime, and the second open's read
+ * could run before the first opener's drop: it returned the bytes from before another client's
+ * close, with the new mtime (1-7 stale opens in 250-2,000 with readers looping on the same mount).
+ *
+ * <p>A version is the MDS ctime (ns) of the extent map the open's handle holds: every change of
+ * the file's bytes moves it ({@code Namespace.ctimeAfter}); a metadata-only change (chmod) moves
+ * it too and costs one needless re-read. Keys are (kernel node id, Granary inode), so a node id
+ * the kernel reuses for another file starts unknown. Bounded: a forgotten entry only costs one
+ * more drop. Thread-safe.
+ */
+final class PageCacheVersions {
+    private record Key(long node, long ino) {}
+
+    /** What a node's pages hold: {@code version}; {@code dropBy}: the handle whose open drops them, 0 once that is done. */
+    private record Held(long version, long dropBy) {}
+
+    private final Cache<Key, Held> held = Caffeine.newBuilder().maximumSize(200_000).build();
+    /** Handles whose open is dropping a node's pages, until a request on them shows it done: handle -> node. */
+    private final ConcurrentHashMap<Long, Key> dropping = new ConcurrentHashMap<>();
+
+    /**
+     * For the open of inode {@code ino} through kernel node {@code node} that made handle
+     * {@code fh}, holding the file at {@code version}: true when the open may keep the node's
+     * pages; false when it must go without keep_cache, so that the kernel drops them.
+     */
+    boolean keep(long node, long ino, long version, long fh) {
+        Key k = new Key(node, ino);
+        boolean[] keep = {false};
+        boolean[] drops = {false};
+        held.asMap().compute(k, (key, h) -> {
+            if (h != null && h.version() == version) {
+                keep[0] = h.dropBy() == 0; // else another open of this version is still dropping older pages
+                return h;
+            }
+            drops[0] = true;
+            return new Held(version, fh);
+        });
+        if (drops[0]) {
+            dropping.put(fh, k);
+        }
+        return keep[0];
+    }
+
+    /**
+     * A request on handle {@code fh} other than its OPEN arrived: its open(2) has returned, so
+     * the drop that open made the kernel do is done, and its version is held from now on.
+     */
+    void opened(long fh) {
+        if (dropping.isEmpty()) {
+            return;
+        }
+        Key k = dropping.remove(fh);
+        if (k != null) {
+            held.asMap().computeIfPresent(k, (key, h) -> h.dropBy() == fh ? new Held(h.version(), 0) : h);
+        }
+    }
+}
