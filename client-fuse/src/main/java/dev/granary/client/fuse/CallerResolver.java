@@ -21,7 +21,7 @@ public final class CallerResolver {
 
     /** Caches a pid's groups for {@code ttl}. */
     public CallerResolver(Duration ttl) {
-        this.groupsByPid = Caffeine.newBuilder().expireAfterWrite(ttl).maximumSize(10_000).build();
+        this.groupsByPid = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(ttl).maximumSize(10_000).build();
     }
 
     /** The caller for a request of ({@code uid}, {@code gid}, {@code pid}). */

@@ -38,7 +38,7 @@ final class KernelAttrs {
         Objects.requireNonNull(attrTimeout, "attrTimeout");
         Duration window = attrTimeout.multipliedBy(2).plusSeconds(1);
         this.windowNanos = window.toNanos();
-        this.seen = Caffeine.newBuilder().expireAfterWrite(window).maximumSize(1_000_000).build();
+        this.seen = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(window).maximumSize(1_000_000).build();
     }
 
     /** Notes that a reply carrying {@code a} goes to the kernel now. */

@@ -30,7 +30,7 @@ final class PageCacheVersions {
     /** What a node's pages hold: {@code version}; {@code dropBy}: the handle whose open drops them, 0 once that is done. */
     private record Held(long version, long dropBy) {}
 
-    private final Cache<Key, Held> held = Caffeine.newBuilder().maximumSize(200_000).build();
+    private final Cache<Key, Held> held = Caffeine.newBuilder().executor(Runnable::run).maximumSize(200_000).build();
     /** Handles whose open is dropping a node's pages, until a request on them shows it done: handle -> node. */
     private final ConcurrentHashMap<Long, Key> dropping = new ConcurrentHashMap<>();
 

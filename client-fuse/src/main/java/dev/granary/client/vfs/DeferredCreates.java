@@ -73,7 +73,7 @@ final class DeferredCreates implements AutoCloseable {
     /** Creates being sent, by inode: completes (normally) once the MDS answered. */
     private final Map<Long, CompletableFuture<Void>> sending = new HashMap<>();
     /** Refusals, by inode, thrown by the next commit or close of that inode. */
-    private final Cache<Long, FsException> refused = Caffeine.newBuilder().expireAfterWrite(Duration.ofMinutes(10))
+    private final Cache<Long, FsException> refused = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(Duration.ofMinutes(10))
             .maximumSize(100_000).build();
     private final Object poolLock = new Object();
     private long nextIno;

@@ -87,7 +87,7 @@ final class StatAhead {
         this.attrs = attrs;
         this.generation = generation;
         this.skip = skip;
-        this.dirs = Caffeine.newBuilder().expireAfterAccess(config.cacheTimeout().multipliedBy(4).plusSeconds(1))
+        this.dirs = Caffeine.newBuilder().executor(Runnable::run).expireAfterAccess(config.cacheTimeout().multipliedBy(4).plusSeconds(1))
                 .maximumSize(10_000).build();
     }
 

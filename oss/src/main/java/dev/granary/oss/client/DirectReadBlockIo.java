@@ -85,7 +85,7 @@ public final class DirectReadBlockIo implements BlockIo {
             t.setDaemon(true);
             return t;
         });
-        this.where = Caffeine.newBuilder().maximumSize(100_000).expireAfter(new Expiry<Key, Where>() {
+        this.where = Caffeine.newBuilder().executor(Runnable::run).maximumSize(100_000).expireAfter(new Expiry<Key, Where>() {
             @Override
             public long expireAfterCreate(Key k, Where w, long now) {
                 return (w.url() == null ? CACHED_FOR : Duration.ofSeconds(URL_TTL_SECONDS / 2)).toNanos();

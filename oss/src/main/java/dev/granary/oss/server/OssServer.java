@@ -230,7 +230,7 @@ public final class OssServer implements AutoCloseable {
      * the read cache for the rest.
      */
     private final com.github.benmanes.caffeine.cache.Cache<LocatedKey, Boolean> located =
-            com.github.benmanes.caffeine.cache.Caffeine.newBuilder().maximumSize(1_000_000).expireAfterWrite(LOCATED_FOR).build();
+            com.github.benmanes.caffeine.cache.Caffeine.newBuilder().executor(Runnable::run).maximumSize(1_000_000).expireAfterWrite(LOCATED_FOR).build();
 
     private final class Service extends ObjectStorageServiceGrpc.ObjectStorageServiceImplBase {
         @Override
