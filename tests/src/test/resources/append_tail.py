@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Appenders on two mounts of one Granary with a `tail -f` reader on each (TwoClientsFuseTest).
 
-usage: append_tail.py FILE_VIA_MOUNT1 FILE_VIA_MOUNT2 RECORDS_PER_WRITER
+usage: append_tail.py FILE_VIA_MOUNT1 FILE_VIA_MOUNT2 RECORDS_PER_WRITER [rdwr|wronly]
+
+With `rdwr`, the writers open O_RDWR | O_APPEND (Python's "a+"); else O_WRONLY | O_APPEND.
 
 Five writer processes (0, 2, 4 on mount 1; 1, 3 on mount 2) append records of varying length
 ("w<id> <seq> <x * 0..120>\\n") with O_APPEND while a reader on each mount reads the file to its
@@ -17,10 +19,10 @@ import time
 WRITERS = 5
 
 
-def writer(path, wid, n, go):
+def writer(path, wid, n, go, access):
     rnd = random.Random(wid)
     time.sleep(max(0, go - time.time()))  # all writers start together
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    fd = os.open(path, access | os.O_APPEND)
     for i in range(n):
         rec = ('w%d %06d %s\n' % (wid, i, 'x' * rnd.randint(0, 120))).encode()
         assert os.write(fd, rec) == len(rec)
@@ -54,12 +56,13 @@ def check(path, n, tag):
 
 if __name__ == '__main__':
     p1, p2, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    access = os.O_RDWR if len(sys.argv) > 4 and sys.argv[4] == 'rdwr' else os.O_WRONLY
     stop = mp.Event()
     readers = [mp.Process(target=tail, args=(p, stop)) for p in (p1, p2)]
     for r in readers:
         r.start()
     go = time.time() + 1.0
-    ws = [mp.Process(target=writer, args=(p1 if w % 2 == 0 else p2, w, n, go)) for w in range(WRITERS)]
+    ws = [mp.Process(target=writer, args=(p1 if w % 2 == 0 else p2, w, n, go, access)) for w in range(WRITERS)]
     t0 = time.time()
     for w in ws:
         w.start()

@@ -876,6 +876,24 @@ def s_mmap_append(d):
     t('shared mapping of an O_APPEND descriptor', lambda: (len(c), c[:20], c[-12:]))
 
 
+def s_link_unsaved(d):
+    """A write through one name of a file, not yet closed, is read at once through its other name,
+    whose kernel inode had the old bytes cached (helper-found: read the old bytes after keep_cache
+    was decided per version)."""
+    for size in (8192, 1 << 20):
+        a, b = j(d, 'a%d' % size), j(d, 'b%d' % size)
+        write(a, bytes(range(256)) * (size // 256))
+        os.link(a, b)
+        readall(b)
+        readall(b)  # b's pages cached and kept
+        fd = os.open(a, os.O_RDWR)
+        os.pwrite(fd, b'X' * 16, 100)
+        got = readall(b)
+        os.close(fd)
+        t('%d bytes: an unsaved write through one name, read through the other' % size, lambda: got[98:118])
+        t('%d bytes: after its close' % size, lambda: readall(b)[98:118])
+
+
 def s_readdir(d):
     n = 2000
     names = ['e%04d-%s' % (i, 'x' * (i % 40)) for i in range(n)]

@@ -452,6 +452,17 @@ class PosixSemanticsTest {
                 "shared mapping of an O_APPEND descriptor: ok (74, b'012MMAPWRTabcdef0123', b'ef+tail+more')");
     }
 
+    /** An unsaved write through one name is read at once through another name whose old pages were cached (helper-found). */
+    @Test
+    void anUnsavedWriteThroughOneNameIsReadThroughTheOther() throws Exception {
+        String want = "b'bcXXXXXXXXXXXXXXXXtu'";
+        hasLines(compare("link_unsaved", false),
+                "8192 bytes: an unsaved write through one name, read through the other: ok " + want,
+                "8192 bytes: after its close: ok " + want,
+                "1048576 bytes: an unsaved write through one name, read through the other: ok " + want,
+                "1048576 bytes: after its close: ok " + want);
+    }
+
     @Test
     void readdirOf2000EntriesIsCompleteAndInByteOrder() throws Exception {
         String out = compare("readdir", false);

@@ -11,9 +11,10 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>An open without keep_cache makes Linux drop the inode's pages before open(2) returns
  * ({@code fuse_finish_open}), in the opener's process, after the reply. So a version counts as
- * held only once a later request on that opener's handle (a read, write, flush or release)
- * shows its open(2) returned; until then, other opens of the same version go without keep_cache
- * too and each drops the pages itself. libfuse2's {@code auto_cache}, used before, kept the pages
+ * held only once a later request on the handle of an open of it that dropped the pages (a read,
+ * write, flush, fstat or release) shows that its open(2) returned; until then, other opens of
+ * the same version go without keep_cache too and each drops the pages itself. An open while
+ * this client holds uncommitted writes to the file keeps no pages either ({@link #unsaved}). libfuse2's {@code auto_cache}, used before, kept the pages
  * for a second open as soon as the first had noticed the new mtime, and the second open's read
  * could run before the first opener's drop: it returned the bytes from before another client's
  * close, with the new mtime (1-7 stale opens in 250-2,000 with readers looping on the same mount).
@@ -27,12 +28,15 @@ import java.util.concurrent.ConcurrentHashMap;
 final class PageCacheVersions {
     private record Key(long node, long ino) {}
 
-    /** What a node's pages hold: {@code version}; {@code dropBy}: the handle whose open drops them, 0 once that is done. */
+    /** What a node's pages hold: {@code version}; {@code dropBy}: the first handle whose open drops them, 0 once an open's drop is done. */
     private record Held(long version, long dropBy) {}
 
     private final Cache<Key, Held> held = Caffeine.newBuilder().executor(Runnable::run).maximumSize(200_000).build();
-    /** Handles whose open is dropping a node's pages, until a request on them shows it done: handle -> node. */
-    private final ConcurrentHashMap<Long, Key> dropping = new ConcurrentHashMap<>();
+    /** An open that went without keep_cache: the node it drops the pages of, and the version it holds. */
+    private record Drop(Key key, long version) {}
+
+    /** Handles whose open is dropping a node's pages, until a request on them shows it done. */
+    private final ConcurrentHashMap<Long, Drop> dropping = new ConcurrentHashMap<>();
 
     /**
      * For the open of inode {@code ino} through kernel node {@code node} that made handle
@@ -42,32 +46,42 @@ final class PageCacheVersions {
     boolean keep(long node, long ino, long version, long fh) {
         Key k = new Key(node, ino);
         boolean[] keep = {false};
-        boolean[] drops = {false};
         held.asMap().compute(k, (key, h) -> {
             if (h != null && h.version() == version) {
                 keep[0] = h.dropBy() == 0; // else another open of this version is still dropping older pages
                 return h;
             }
-            drops[0] = true;
             return new Held(version, fh);
         });
-        if (drops[0]) {
-            dropping.put(fh, k);
+        if (!keep[0]) {
+            dropping.put(fh, new Drop(k, version));
         }
         return keep[0];
     }
 
     /**
+     * For an open of inode {@code ino} through node {@code node} while this client holds writes
+     * to the file it has not committed (through any name): the open goes without keep_cache, and
+     * the next open drops the pages again, since they may have been filled with those bytes,
+     * which the version (the MDS's) does not count.
+     */
+    void unsaved(long node, long ino) {
+        held.invalidate(new Key(node, ino));
+    }
+
+    /**
      * A request on handle {@code fh} other than its OPEN arrived: its open(2) has returned, so
-     * the drop that open made the kernel do is done, and its version is held from now on.
+     * the drop that open made the kernel do is done, and the version it holds is held from now on
+     * if it is still the one recorded: any open of that version that dropped the pages will do,
+     * so one descriptor that stays idle does not make every later open drop them.
      */
     void opened(long fh) {
         if (dropping.isEmpty()) {
             return;
         }
-        Key k = dropping.remove(fh);
-        if (k != null) {
-            held.asMap().computeIfPresent(k, (key, h) -> h.dropBy() == fh ? new Held(h.version(), 0) : h);
+        Drop d = dropping.remove(fh);
+        if (d != null) {
+            held.asMap().computeIfPresent(d.key(), (key, h) -> h.version() == d.version() && h.dropBy() != 0 ? new Held(h.version(), 0) : h);
         }
     }
 }

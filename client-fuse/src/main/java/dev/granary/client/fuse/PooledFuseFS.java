@@ -141,6 +141,12 @@ public abstract class PooledFuseFS extends FuseStubFS {
     private static final int FUSE_INIT = 26, INIT_FLAGS = 12, INIT_OUT_MAX_PAGES = 28, FUSE_MAX_PAGES = 1 << 22;
     /** The INIT flag that lets the kernel send LOOKUPs and READDIRs of one directory at once (linux/fuse.h, Linux 4.7+). */
     private static final int FUSE_PARALLEL_DIROPS = 1 << 18;
+    /**
+     * INIT's second flag word: {@code FUSE_INIT_EXT} in flags says it is there (at byte 16 of
+     * fuse_init_in, 32 of fuse_init_out); {@code FUSE_DIRECT_IO_ALLOW_MMAP} (1 << 36, bit 4 of
+     * flags2; Linux 6.6+) lets a shared mapping be made of a {@code direct_io} file (linux/fuse.h).
+     */
+    private static final int FUSE_INIT_EXT = 1 << 30, INIT_IN_FLAGS2 = 16, INIT_OUT_FLAGS2 = 32, DIRECT_IO_ALLOW_MMAP_FLAGS2 = 1 << 4;
     /** Sizes of {@code struct fuse_out_header}, of libfuse2's fuse_init_out (7.19) and of today's (linux/fuse.h). */
     private static final int OUT_HEADER_BYTES = 16, INIT_OUT_V7_19_BYTES = 24, INIT_OUT_BYTES = 64;
     /** The memory of the last INIT reply {@link #extendInitReply} built on this thread. */
@@ -165,6 +171,8 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /** writev and the /dev/fuse fd, for the error replies {@link #toLibfuseNodes} sends itself. */
     private volatile LibC replyLibc;
     private volatile int replyFd = -1;
+    /** The kernel took FUSE_DIRECT_IO_ALLOW_MMAP ({@link #directIoMapsShared}). */
+    private volatile boolean directIoMmap;
 
     private final int threads;
 
@@ -433,7 +441,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
             LibC libc = LibraryLoader.create(LibC.class).failImmediately().load("c");
             Runtime rt = Runtime.getSystemRuntime();
             NodeVersions v = new NodeVersions();
-            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count, pages, v);
+            ChanSend hook = (c, iov, count) -> send(libc, rt, fd, iov, count, pages, v, this);
             Pointer closure = rt.getClosureManager().getClosurePointer(ChanSend.class, hook);
             sendHook = hook; // the closure lives as long as this reference
             ch.putPointer(CHAN_OP_SEND, closure);
@@ -450,7 +458,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
      * The channel's send hook: {@link #staleNotGone}, {@link #limitAttributeCaching},
      * {@link #showFileVersions}, for INIT {@link #extendInitReply}, then {@code writev}; 0 or -errno.
      */
-    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages, NodeVersions versions) {
+    private static int send(LibC libc, Runtime rt, int fd, Pointer iov, long count, int pages, NodeVersions versions, PooledFuseFS owner) {
         if (iov == null) {
             return 0;
         }
@@ -465,6 +473,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 Pointer longer = extendInitReply(rt, req, iov, pages, !Boolean.getBoolean("granary.fuse.serialDirops"));
                 if (longer != null) {
                     iov = longer;
+                    owner.directIoMmap = directIoAllowsMmap(longer);
                 }
             }
         }
@@ -557,11 +566,26 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
     }
 
+    /** Whether the INIT reply {@code iov} ({@link #extendInitReply}'s) asks for {@code FUSE_DIRECT_IO_ALLOW_MMAP}. */
+    static boolean directIoAllowsMmap(Pointer iov) {
+        Pointer init = iov.getPointer(16);
+        return (init.getInt(INIT_FLAGS) & FUSE_INIT_EXT) != 0 && (init.getInt(INIT_OUT_FLAGS2) & DIRECT_IO_ALLOW_MMAP_FLAGS2) != 0;
+    }
+
+    /**
+     * Whether the kernel took {@code FUSE_DIRECT_IO_ALLOW_MMAP} at INIT: a {@code direct_io} open
+     * (FOPEN_DIRECT_IO) may then be mapped shared; without it such a mapping fails with ENODEV.
+     */
+    protected final boolean directIoMapsShared() {
+        return directIoMmap;
+    }
+
     /**
      * For libfuse2's reply to the kernel's INIT, a reply that also asks for requests of up to
-     * {@code pages} pages ({@code FUSE_MAX_PAGES}, Linux 4.20+) and, with {@code parallelDirops},
+     * {@code pages} pages ({@code FUSE_MAX_PAGES}, Linux 4.20+), with {@code parallelDirops}
      * for lookups and listings of one directory at once ({@code FUSE_PARALLEL_DIROPS}, Linux 4.7+),
-     * each when the kernel offers it; null to send libfuse's reply as it is. libfuse2 predates both
+     * and for shared mappings of {@code direct_io} files ({@code FUSE_DIRECT_IO_ALLOW_MMAP} in the
+     * second flag word, Linux 6.6+), each when the kernel offers it; null to send libfuse's reply as it is. libfuse2 predates both
      * flags and answers with the 24-byte {@code fuse_init_out} of protocol 7.19, so the kernel split
      * every read into requests of at most 32 pages (128 KiB): a 1 GiB read was 8,192 READ round
      * trips through /dev/fuse, 1,024 with 256 pages; and it sent one LOOKUP at a time per directory
@@ -583,7 +607,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
         int offered = req.getInt(IN_HEADER_BYTES + INIT_FLAGS);
         boolean largeRequests = pages > 32 && (offered & FUSE_MAX_PAGES) != 0;
         boolean parallel = parallelDirops && (offered & FUSE_PARALLEL_DIROPS) != 0;
-        if ((!largeRequests && !parallel) || out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
+        boolean dioMmap = (offered & FUSE_INIT_EXT) != 0 && req.getInt(0) >= IN_HEADER_BYTES + INIT_IN_FLAGS2 + 4
+                && (req.getInt(IN_HEADER_BYTES + INIT_IN_FLAGS2) & DIRECT_IO_ALLOW_MMAP_FLAGS2) != 0;
+        if ((!largeRequests && !parallel && !dioMmap) || out == null || arg == null || out.getInt(OUT_HEADER_ERROR) != 0
                 || out.getLong(OUT_HEADER_UNIQUE) != req.getLong(IN_HEADER_UNIQUE)
                 || argLen < INIT_OUT_V7_19_BYTES || argLen > INIT_OUT_BYTES) {
             return null; // nothing to ask for, an error reply, or an unexpected layout
@@ -601,6 +627,10 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         if (parallel) {
             init.putInt(INIT_FLAGS, init.getInt(INIT_FLAGS) | FUSE_PARALLEL_DIROPS);
+        }
+        if (dioMmap) {
+            init.putInt(INIT_FLAGS, init.getInt(INIT_FLAGS) | FUSE_INIT_EXT);
+            init.putInt(INIT_OUT_FLAGS2, init.getInt(INIT_OUT_FLAGS2) | DIRECT_IO_ALLOW_MMAP_FLAGS2);
         }
         header.putInt(0, OUT_HEADER_BYTES + INIT_OUT_BYTES); // len
         header.putInt(OUT_HEADER_ERROR, 0);

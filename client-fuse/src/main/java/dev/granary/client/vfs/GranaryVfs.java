@@ -106,6 +106,10 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private final Cache<Long, LookupMap> lookupMaps;
 
+    /** {@link #fileChanges} by inode; kept while used. */
+    private final Cache<Long, Long> fileChangeCounts =
+            Caffeine.newBuilder().executor(Runnable::run).expireAfterAccess(Duration.ofMinutes(10)).maximumSize(100_000).build();
+
     /**
      * The largest MDS ctime (ns) this client has seen for each regular file, from any answer: a
      * new handle whose map is older reads it again ({@link #openHandle}). Kept longer than the
@@ -350,6 +354,30 @@ public final class GranaryVfs implements AutoCloseable {
         }
         noteCtime(fetched);
         return attrs.asMap().merge(fetched.getIno(), fetched, GranaryVfs::laterByCtime);
+    }
+
+    /** Own commits and attribute changes of file {@code ino} so far on this client (for {@link #shareNewerMap}). */
+    private long fileChanges(long ino) {
+        Long n = fileChangeCounts.getIfPresent(ino);
+        return n == null ? 0 : n;
+    }
+
+    private void fileChanged(long ino) {
+        fileChangeCounts.asMap().merge(ino, 1L, Long::sum);
+    }
+
+    /**
+     * Whether a handle of inode {@code ino} on this client holds writes not yet committed
+     * (buffered, uploading or uploaded), through any name: an open through another name keeps
+     * no kernel pages then (GranaryFuse).
+     */
+    public boolean holdsUncommittedWrites(long ino) {
+        for (OpenFile o : filesByIno.getOrDefault(ino, Set.of())) {
+            if (o.hasUncommittedWrites()) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Records a regular file's MDS ctime in {@link #newestCtimes} (the largest seen wins). */
@@ -598,6 +626,7 @@ public final class GranaryVfs implements AutoCloseable {
      */
     void attrCommitted(Attr a) {
         localChanges.incrementAndGet();
+        fileChanged(a.getIno());
         lookupMaps.invalidate(a.getIno()); // own change: a map fetched before it is stale
         noteCtime(a);
         attrs.asMap().merge(a.getIno(), a, GranaryVfs::laterByCtime);
@@ -767,6 +796,7 @@ public final class GranaryVfs implements AutoCloseable {
         atMds(b.getIno());
         Attr a = mds.setattr(c, b.build());
         localChanges.incrementAndGet();
+        fileChanged(a.getIno());
         lookupMaps.invalidate(a.getIno());
         if ((b.getValid() & MdsClient.SETATTR_MTIME) != 0) {
             // An explicit mtime outlives writes still buffered in open handles (cp -a sets times
@@ -1253,10 +1283,13 @@ public final class GranaryVfs implements AutoCloseable {
         if (peers == null || peers.size() < 2) {
             return;
         }
-        long changes = localChanges.get();
+        long changes = fileChanges(f.ino());
         OpenFile.CommittedMap m = f.committedMap();
         for (OpenFile g : peers) {
-            if (g != f && g.adoptNewerMap(m, () -> localChanges.get() == changes)) {
+            // only this file's own changes count (helper-found: with the changes of every file, a
+            // write to another file while g's lock was held by a slow read made g keep its old
+            // map, and its reads refilled the pages this open had dropped with the old bytes)
+            if (g != f && g.adoptNewerMap(m, () -> fileChanges(f.ino()) == changes)) {
                 LOG.debug("handle {} of inode {} took the map of the newer open {}", g.fh(), f.ino(), f.fh());
             }
         }

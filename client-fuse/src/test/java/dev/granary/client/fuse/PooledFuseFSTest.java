@@ -1,8 +1,10 @@
 package dev.granary.client.fuse;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
@@ -19,7 +21,7 @@ class PooledFuseFSTest {
     private static final int FUSE_MAX_PAGES = 1 << 22;
     private static final int FUSE_PARALLEL_DIROPS = 1 << 18;
 
-    /** An INIT request (in header + fuse_init_in with {@code kernelFlags}). */
+    /** An INIT request (in header + fuse_init_in with {@code kernelFlags}) of protocol 7.19's 16 bytes. */
     private static Pointer initRequest(int kernelFlags) {
         Pointer req = Memory.allocateDirect(RT, 40 + 16, true);
         req.putInt(0, 56);
@@ -88,6 +90,44 @@ class PooledFuseFSTest {
         assertEquals(0x433 | FUSE_PARALLEL_DIROPS, iov.getPointer(16).getInt(12), "max_read of 32 pages asks for no more");
         iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 77), 256, false);
         assertEquals(0x433 | FUSE_MAX_PAGES, iov.getPointer(16).getInt(12), "serial directory operations asked for");
+    }
+
+    /** An INIT request of today's 64-byte fuse_init_in: {@code kernelFlags}, then {@code flags2} at byte 16. */
+    private static Pointer initRequest(int kernelFlags, int flags2) {
+        Pointer req = Memory.allocateDirect(RT, 40 + 64, true);
+        Pointer old = initRequest(kernelFlags);
+        for (int i = 0; i < 56; i++) {
+            req.putByte(i, old.getByte(i));
+        }
+        req.putInt(0, 104);
+        req.putInt(56, flags2);
+        return req;
+    }
+
+    /**
+     * FUSE_DIRECT_IO_ALLOW_MMAP (bit 36: bit 4 of flags2, with FUSE_INIT_EXT in flags) is asked
+     * for when the kernel offers it, so that "a+" descriptors can be direct_io and still be mapped
+     * shared; not when the request is too short to carry flags2 or the kernel does not offer it.
+     */
+    @Test
+    void directIoMappingsAreAskedForWhenTheKernelOffersThem() {
+        int ext = 1 << 30;
+        Pointer iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb, 0x7f), initReply(0, 77), 256, true);
+        Pointer arg = iov.getPointer(16);
+        assertEquals(0x433 | FUSE_MAX_PAGES | FUSE_PARALLEL_DIROPS | ext, arg.getInt(12));
+        assertEquals(1 << 4, arg.getInt(32), "only FUSE_DIRECT_IO_ALLOW_MMAP in flags2");
+        assertTrue(PooledFuseFS.directIoAllowsMmap(iov));
+        iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb, 0x7f & ~(1 << 4)), initReply(0, 77), 256, true);
+        assertEquals(0x433 | FUSE_MAX_PAGES | FUSE_PARALLEL_DIROPS, iov.getPointer(16).getInt(12), "not offered: no FUSE_INIT_EXT either");
+        assertEquals(0, iov.getPointer(16).getInt(32));
+        assertFalse(PooledFuseFS.directIoAllowsMmap(iov));
+        iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb & ~ext, 0x7f), initReply(0, 77), 256, true);
+        assertFalse(PooledFuseFS.directIoAllowsMmap(iov), "flags2 is not there without FUSE_INIT_EXT");
+        assertFalse(PooledFuseFS.directIoAllowsMmap(PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb), initReply(0, 77), 256, true)),
+                "a 7.19 request carries no flags2");
+        iov = PooledFuseFS.extendInitReply(RT, initRequest(0x73fffffb & ~FUSE_MAX_PAGES & ~FUSE_PARALLEL_DIROPS, 1 << 4), initReply(0, 77), 32, true);
+        assertNotNull(iov, "asked for alone");
+        assertTrue(PooledFuseFS.directIoAllowsMmap(iov));
     }
 
     @Test
