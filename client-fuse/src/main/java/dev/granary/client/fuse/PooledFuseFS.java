@@ -47,7 +47,8 @@ import ru.serce.jnrfuse.utils.SecurityUtils;
  * for files with several names an attribute lifetime of 0 ({@link #limitAttributeCaching}).
  *
  * <p>The kernel's INIT: the send hook also extends libfuse2's reply ({@link #extendInitReply}) to
- * ask for 1 MiB requests and for lookups of one directory at once; the system property
+ * ask for 1 MiB requests, for lookups of one directory at once and for shared mappings of
+ * {@code direct_io} files ({@link #directIoMapsShared}); the system property
  * {@code granary.fuse.serialDirops=true} (e.g. in {@code GRANARY_JAVA_OPTS}) leaves the kernel
  * sending one lookup per directory at a time, as libfuse2 alone does.
  */
