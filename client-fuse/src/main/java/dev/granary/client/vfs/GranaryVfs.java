@@ -372,12 +372,13 @@ public final class GranaryVfs implements AutoCloseable {
      * no kernel pages then (GranaryFuse).
      */
     public boolean holdsUncommittedWrites(long ino) {
-        for (OpenFile o : filesByIno.getOrDefault(ino, Set.of())) {
-            if (o.hasUncommittedWrites()) {
-                return true;
-            }
+        Set<OpenFile> open = filesByIno.get(ino);
+        if (open == null) {
+            return false;
         }
-        return false;
+        boolean[] holds = {false};
+        untilNoHandOver(() -> holds[0] = open.stream().anyMatch(OpenFile::hasUncommittedWrites)); // as withLocalWrites looks
+        return holds[0];
     }
 
     /** Records a regular file's MDS ctime in {@link #newestCtimes} (the largest seen wins). */
