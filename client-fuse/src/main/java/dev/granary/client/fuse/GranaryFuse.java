@@ -616,8 +616,7 @@ public class GranaryFuse extends PooledFuseFS {
     private void directIoForAppend(FuseFileInfo fi) {
         int flags = fi.flags.get();
         if ((flags & (O_APPEND | O_ACCMODE)) == (O_APPEND | O_WRONLY) || ((flags & O_APPEND) != 0 && directIoMapsShared())) {
-            jnr.ffi.Pointer m = jnr.ffi.Struct.getMemory(fi);
-            m.putInt(BITFIELDS_OFFSET, m.getInt(BITFIELDS_OFFSET) | 1);
+            setOpenBit(fi, DIRECT_IO_BIT);
         }
     }
 
@@ -642,8 +641,7 @@ public class GranaryFuse extends PooledFuseFS {
             return;
         }
         if (pageVersions.keep(node, f.ino(), f.mapCtimeNs(), fh)) {
-            jnr.ffi.Pointer m = jnr.ffi.Struct.getMemory(fi);
-            m.putInt(BITFIELDS_OFFSET, m.getInt(BITFIELDS_OFFSET) | KEEP_CACHE_BIT);
+            setOpenBit(fi, KEEP_CACHE_BIT);
         }
     }
 
@@ -654,8 +652,14 @@ public class GranaryFuse extends PooledFuseFS {
         }
     }
 
-    /** {@code keep_cache}'s bit in libfuse 2's bit fields (after {@code direct_io}). */
-    private static final int KEEP_CACHE_BIT = 1 << 1;
+    /** {@code direct_io}'s and {@code keep_cache}'s bits in libfuse 2's bit fields ({@link #BITFIELDS_OFFSET}). */
+    private static final int DIRECT_IO_BIT = 1, KEEP_CACHE_BIT = 1 << 1;
+
+    /** Sets {@code bit} of libfuse 2's bit fields in the open's {@code fi}, which its reply carries. */
+    private static void setOpenBit(FuseFileInfo fi, int bit) {
+        jnr.ffi.Pointer m = jnr.ffi.Struct.getMemory(fi);
+        m.putInt(BITFIELDS_OFFSET, m.getInt(BITFIELDS_OFFSET) | bit);
+    }
 
     /** Linux's open flags (asm-generic/fcntl.h). */
     private static final int O_APPEND = 02000, O_ACCMODE = 03, O_WRONLY = 01;

@@ -14,7 +14,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * held only once a later request on the handle of an open of it that dropped the pages (a read,
  * write, flush, fstat or release) shows that its open(2) returned; until then, other opens of
  * the same version go without keep_cache too and each drops the pages itself. An open while
- * this client holds uncommitted writes to the file keeps no pages either ({@link #unsaved}). libfuse2's {@code auto_cache}, used before, kept the pages
+ * this client holds uncommitted writes to the file keeps no pages either ({@link #unsaved}).
+ * libfuse2's {@code auto_cache}, used before, kept the pages
  * for a second open as soon as the first had noticed the new mtime, and the second open's read
  * could run before the first opener's drop: it returned the bytes from before another client's
  * close, with the new mtime (1-7 stale opens in 250-2,000 with readers looping on the same mount).
@@ -28,10 +29,11 @@ import java.util.concurrent.ConcurrentHashMap;
 final class PageCacheVersions {
     private record Key(long node, long ino) {}
 
-    /** What a node's pages hold: {@code version}; {@code dropBy}: the first handle whose open drops them, 0 once an open's drop is done. */
-    private record Held(long version, long dropBy) {}
+    /** What a node's pages hold: {@code version}; {@code settled}: an open's drop of older pages is known done. */
+    private record Held(long version, boolean settled) {}
 
     private final Cache<Key, Held> held = Caffeine.newBuilder().executor(Runnable::run).maximumSize(200_000).build();
+
     /** An open that went without keep_cache: the node it drops the pages of, and the version it holds. */
     private record Drop(Key key, long version) {}
 
@@ -48,10 +50,10 @@ final class PageCacheVersions {
         boolean[] keep = {false};
         held.asMap().compute(k, (key, h) -> {
             if (h != null && h.version() == version) {
-                keep[0] = h.dropBy() == 0; // else another open of this version is still dropping older pages
+                keep[0] = h.settled(); // else another open of this version is still dropping older pages
                 return h;
             }
-            return new Held(version, fh);
+            return new Held(version, false);
         });
         if (!keep[0]) {
             dropping.put(fh, new Drop(k, version));
@@ -81,7 +83,7 @@ final class PageCacheVersions {
         }
         Drop d = dropping.remove(fh);
         if (d != null) {
-            held.asMap().computeIfPresent(d.key(), (key, h) -> h.version() == d.version() && h.dropBy() != 0 ? new Held(h.version(), 0) : h);
+            held.asMap().computeIfPresent(d.key(), (key, h) -> h.version() == d.version() && !h.settled() ? new Held(h.version(), true) : h);
         }
     }
 }
