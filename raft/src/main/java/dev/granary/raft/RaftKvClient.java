@@ -14,6 +14,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.ratis.RaftConfigKeys;
 import org.apache.ratis.client.RaftClient;
 import org.apache.ratis.client.RaftClientConfigKeys;
+import org.apache.ratis.client.impl.RaftClientImpl;
+import org.apache.ratis.client.impl.UnorderedAsync;
 import org.apache.ratis.client.retry.RequestTypeDependentRetryPolicy;
 import org.apache.ratis.conf.RaftProperties;
 import org.apache.ratis.proto.RaftProtos.LogInfoProto;
@@ -21,6 +23,7 @@ import org.apache.ratis.proto.RaftProtos.RaftClientRequestProto;
 import org.apache.ratis.protocol.GroupInfoReply;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientReply;
+import org.apache.ratis.protocol.RaftClientRequest;
 import org.apache.ratis.protocol.RaftGroup;
 import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.protocol.RaftPeerId;
@@ -204,22 +207,20 @@ public final class RaftKvClient implements AutoCloseable {
 
     /**
      * Appends {@code request} to the Raft log and returns the applier's reply once a majority
-     * committed and the leader applied it. Through Ratis' blocking API: its asynchronous (ordered)
-     * API would share one stream per peer as reads do (measured on a quickstart: create p50
-     * 1.96-2.36 against 2.32-3.58 ms), but in Ratis 3.2.2 it retried a write to an unreachable
-     * group for ever (AlreadyClosedException), past the retry budget.
+     * committed and the leader applied it. Sent on Ratis' shared unordered stream, as reads are
+     * ({@link #read}): its blocking API opens a new gRPC stream per request (HTTP/2 headers both
+     * ways, a new server call), which cost about a third of the client's CPU per create, and its
+     * ordered asynchronous API, in Ratis 3.2.2, retried a write to an unreachable group for ever
+     * (AlreadyClosedException), past the retry budget. The caller waits for the reply, so one
+     * thread's writes still reach the log in the order it made them; retries keep the call id.
      *
-     * @throws RaftUnavailableException when no leader answered within the retry budget
+     * @throws RaftUnavailableException when no leader answered within the retry budget, or the
+     *     calling thread was interrupted
      * @throws RaftStateMachineException when the state machine refused the request
      */
     public byte[] write(byte[] request) {
         Objects.requireNonNull(request, "request");
-        byte[] reply;
-        try {
-            reply = unwrap("write", client.io().send(Message.valueOf(ByteString.copyFrom(request))));
-        } catch (IOException e) {
-            throw failure("write", e);
-        }
+        byte[] reply = call("write", RaftClientRequest.writeRequestType(), request);
         if (java.util.Arrays.equals(reply, KvStateMachine.EXPIRED_REPLY)) {
             throw new RaftStateMachineException("raft write to cluster " + clusterName + ": this call was applied before "
                     + "a restart more than " + KvStateMachine.CALL_MEMORY.toMinutes() + " min ago and its reply is no "
@@ -245,18 +246,34 @@ public final class RaftKvClient implements AutoCloseable {
      */
     public byte[] read(byte[] request) {
         Objects.requireNonNull(request, "request");
-        CompletableFuture<RaftClientReply> pending =
-                client.async().sendReadOnlyUnordered(Message.valueOf(ByteString.copyFrom(request)), null);
+        return call("read", RaftClientRequest.readRequestType(), request);
+    }
+
+    /**
+     * Sends one request of {@code type} on the shared unordered stream and waits for its reply,
+     * at most {@link #maxCallDuration} of the retry budget: Ratis' own retries stop at the budget,
+     * but its asynchronous path let a call to peers that never answer run about one request
+     * timeout past it (RetryCacheTest#retryBudgetBoundsTheWholeCallWhenPeersDoNotAnswer).
+     */
+    private byte[] call(String op, RaftClientRequest.Type type, byte[] request) {
+        CompletableFuture<RaftClientReply> pending = UnorderedAsync.send(
+                type, Message.valueOf(ByteString.copyFrom(request)), null, (RaftClientImpl) client);
         try {
-            RaftClientReply reply = pending.get();
-            lastReadServer = reply.getServerId();
-            return unwrap("read", reply);
+            RaftClientReply reply = pending.get(retryBudget.toMillis() + MAX_SLEEP_MS, TimeUnit.MILLISECONDS);
+            if (type.is(RaftClientRequestProto.TypeCase.READ)) {
+                lastReadServer = reply.getServerId();
+            }
+            return unwrap(op, reply);
         } catch (InterruptedException e) {
             pending.cancel(true);
             Thread.currentThread().interrupt();
-            throw failure("read", new java.io.InterruptedIOException("interrupted while waiting for a read"));
+            throw failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
         } catch (java.util.concurrent.ExecutionException e) {
-            throw failure("read", ioCause(e));
+            throw failure(op, ioCause(e));
+        } catch (java.util.concurrent.TimeoutException e) {
+            pending.cancel(true);
+            throw failure(op, new org.apache.ratis.protocol.exceptions.TimeoutIOException(
+                    "no reply within the retry budget of " + retryBudget.toMillis() + " ms", e));
         }
     }
 
