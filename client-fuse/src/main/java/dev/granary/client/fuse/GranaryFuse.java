@@ -752,14 +752,23 @@ public class GranaryFuse extends PooledFuseFS {
         });
     }
 
+    /** A name and its NUL for libfuse's readdir filler: NAME_MAX (255) bytes fit, longer ones get their own. */
+    private static final ThreadLocal<ByteBuffer> NAME_BUFFER = ThreadLocal.withInitial(() -> ByteBuffer.allocateDirect(1024));
+
     @Override
     public int readdir(String nativePath, Pointer buf, FuseFillDir filter, @off_t long offset, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("readdir", path, c -> {
             List<GranaryVfs.Entry> entries = vfs.readdir(c, fi.fh.get());
+            // Names go to libfuse's filler from one direct buffer per thread: jnr passes its address
+            // as it is, where a heap buffer was allocated and copied into native memory per name.
+            ByteBuffer nb = NAME_BUFFER.get();
             for (GranaryVfs.Entry e : entries) {
-                byte[] name = Names.encode(e.name());
-                ByteBuffer nb = ByteBuffer.allocate(name.length + 1).put(name).put((byte) 0).flip();
+                byte[] name = e.nameBytes();
+                if (name.length + 1 > nb.capacity()) {
+                    nb = ByteBuffer.allocateDirect(name.length + 1);
+                }
+                nb.clear().put(name).put((byte) 0).flip();
                 if (filter.apply(buf, nb, null, 0) != 0) {
                     break; // libfuse's buffer is full (cannot happen with offset 0 mode, which grows it)
                 }
