@@ -20,12 +20,15 @@ import java.util.Objects;
  * apply); the write may or may not have been applied in the first case.
  */
 public final class RaftMdsTransport implements MdsTransport {
-    /** Raft reads in flight at most per transport; reads arriving meanwhile are batched ({@link ReadCombiner}). */
+    /** Raft reads in flight at most per transport; reads arriving meanwhile are batched ({@link RequestCombiner}). */
     static final int READS_IN_FLIGHT = 1;
+    /** Raft writes in flight at most per transport; mutations arriving meanwhile share the next log entry ({@link RequestCombiner}). */
+    static final int WRITES_IN_FLIGHT = 1;
 
     private final RaftKvClient client;
     private final boolean ownsClient;
-    private final ReadCombiner reads = new ReadCombiner(this::readOnce, READS_IN_FLIGHT);
+    private final RequestCombiner reads = new RequestCombiner(RequestCombiner.Kind.READS, this::readOnce, READS_IN_FLIGHT);
+    private final RequestCombiner writes = new RequestCombiner(RequestCombiner.Kind.WRITES, this::writeOnce, WRITES_IN_FLIGHT);
 
     /** Uses {@code client}; closes it on {@link #close()} when {@code ownsClient}. */
     public RaftMdsTransport(RaftKvClient client, boolean ownsClient) {
@@ -38,9 +41,18 @@ public final class RaftMdsTransport implements MdsTransport {
         return new RaftMdsTransport(new RaftKvClient(clusterName, peers), true);
     }
 
-    /** {@inheritDoc} @throws FsException EIO when the group is unavailable or refuses the request */
+    /**
+     * {@inheritDoc} Concurrent mutations of several threads share Raft log entries (group commit,
+     * {@link RequestCombiner}); each is committed when its call returns.
+     *
+     * @throws FsException EIO when the group is unavailable or refuses the request
+     */
     @Override
     public MdsResponse write(MdsRequest request) {
+        return writes.call(request);
+    }
+
+    private MdsResponse writeOnce(MdsRequest request) {
         try {
             return parse(client.write(request.toByteArray()));
         } catch (RaftUnavailableException | RaftStateMachineException e) {
@@ -55,12 +67,17 @@ public final class RaftMdsTransport implements MdsTransport {
      */
     @Override
     public MdsResponse read(MdsRequest request) {
-        return reads.read(request);
+        return reads.call(request);
     }
 
     /** Reads that went out in batches with other threads' reads, and those batches (tests, status). */
     public long[] batchedReads() {
-        return new long[] {reads.batchedReads(), reads.batches()};
+        return new long[] {reads.batchedRequests(), reads.batches()};
+    }
+
+    /** Mutations that went out in batch_writes with other threads' mutations, and those batches (tests, status). */
+    public long[] batchedWrites() {
+        return new long[] {writes.batchedRequests(), writes.batches()};
     }
 
     private MdsResponse readOnce(MdsRequest request) {

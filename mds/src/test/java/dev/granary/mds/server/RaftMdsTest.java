@@ -112,4 +112,73 @@ class RaftMdsTest {
             assertTrue(batched[0] > batched[1] && batched[1] > 0, "reads were combined: " + batched[0] + " in " + batched[1]);
         }
     }
+    /**
+     * Eight threads creating files and unlinking some of them through one client share Raft log
+     * entries (group commit): some mutations go out in batch_writes, each thread gets the answer to
+     * its own mutation (EEXIST for a name it made twice, ENOENT for one it never made), and the
+     * namespace holds exactly what the answers say.
+     */
+    @Test
+    void concurrentMutationsShareRaftEntriesAndEachGetsItsOwnAnswer() throws Exception {
+        List<PeerSpec> peers = List.of(new PeerSpec("m0", "127.0.0.1:" + freePort()));
+        RaftServerConfig cfg = onePeer(peers);
+        Caller root = Caller.getDefaultInstance();
+        try (MdsServer server = MdsServer.start(cfg);
+             RaftMdsTransport transport = RaftMdsTransport.connect("mds-test", peers);
+             MdsClient mds = new MdsClient(transport)) {
+            long d = mds.mkdir(root, MdsClient.ROOT_INO, b("d"), 0755).getIno();
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(8);
+            try {
+                List<java.util.concurrent.Future<Integer>> done = new java.util.ArrayList<>();
+                for (int t = 0; t < 8; t++) {
+                    int thread = t;
+                    done.add(pool.submit(() -> {
+                        for (int k = 0; k < 40; k++) {
+                            byte[] name = b("t" + thread + "-" + k);
+                            long ino = mds.create(root, d, name, 0644, true).getIno();
+                            FsException again = assertThrows(FsException.class, () -> mds.create(root, d, name, 0644, true));
+                            assertEquals(Status.EEXIST, again.status(), "the second exclusive create of " + new String(name));
+                            if (k % 4 == 0) {
+                                mds.unlink(root, d, name);
+                                FsException gone = assertThrows(FsException.class, () -> mds.unlink(root, d, name));
+                                assertEquals(Status.ENOENT, gone.status());
+                            } else {
+                                assertEquals(ino, mds.lookup(root, d, name).getIno());
+                            }
+                        }
+                        return 40;
+                    }));
+                }
+                for (var f : done) {
+                    assertEquals(40, f.get(180, java.util.concurrent.TimeUnit.SECONDS));
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+            List<String> names = new java.util.ArrayList<>();
+            byte[] after = new byte[0];
+            while (true) {
+                var page = mds.readdir(root, d, after, 1000);
+                page.entries().forEach(e -> names.add(e.getName().toStringUtf8()));
+                if (!page.more() || page.entries().isEmpty()) {
+                    break;
+                }
+                after = page.entries().get(page.entries().size() - 1).getName().toByteArray();
+            }
+            List<String> want = new java.util.ArrayList<>();
+            for (int t = 0; t < 8; t++) {
+                for (int k = 0; k < 40; k++) {
+                    if (k % 4 != 0) {
+                        want.add("t" + t + "-" + k);
+                    }
+                }
+            }
+            java.util.Collections.sort(want);
+            assertEquals(want, names);
+            long[] batched = transport.batchedWrites();
+            System.out.println("RaftMdsTest: " + (8 * 40 * 2 + 8 * 10 * 2) + " mutations from 8 threads; " + batched[0]
+                    + " of them went out in " + batched[1] + " batch_writes");
+            assertTrue(batched[0] > batched[1] && batched[1] > 0, "mutations were combined: " + batched[0] + " in " + batched[1]);
+        }
+    }
 }

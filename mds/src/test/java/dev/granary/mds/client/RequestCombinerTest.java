@@ -26,10 +26,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * ReadCombiner's logic over a scripted sender (who sends what, in which batch), and the MDS's answer
- * to a batch_read through the local transport. RaftMdsTest runs it through real Ratis.
+ * RequestCombiner's logic over a scripted sender (who sends what, in which batch; getattrs stand in
+ * for mutations in the write tests: the combiner looks at no request but a batch_write), and the
+ * MDS's answer to a batch_read through the local transport. RaftMdsTest runs both kinds through
+ * real Ratis.
  */
-class ReadCombinerTest {
+class RequestCombinerTest {
     @TempDir
     Path tmp;
 
@@ -39,9 +41,10 @@ class ReadCombinerTest {
 
     /** Answers getattr(ino) with attr.ino = ino, ino 13 with ENOENT; a batch request by request. */
     private static MdsResponse answer(MdsRequest r) {
-        if (r.hasBatchRead()) {
+        if (r.hasBatchRead() || r.hasBatchWrite()) {
             MdsResponse.Builder b = MdsResponse.newBuilder().setStatus(Status.OK);
-            r.getBatchRead().getRequestsList().forEach(one -> b.addBatch(answer(one)));
+            (r.hasBatchRead() ? r.getBatchRead().getRequestsList() : r.getBatchWrite().getRequestsList())
+                    .forEach(one -> b.addBatch(one.hasBatchWrite() ? MdsResponse.newBuilder().setStatus(Status.EINVAL).build() : answer(one)));
             return b.build();
         }
         long ino = r.getGetattr().getIno();
@@ -68,7 +71,7 @@ class ReadCombinerTest {
         public MdsResponse apply(MdsRequest r) {
             sent.add(r);
             senders.add(Thread.currentThread().getName());
-            if (!r.hasBatchRead() && r.getGetattr().getIno() == 1) {
+            if (r.hasGetattr() && r.getGetattr().getIno() == 1) {
                 held.countDown();
                 try {
                     release.await();
@@ -85,7 +88,7 @@ class ReadCombinerTest {
     }
 
     /** Waits (at most 10 s) until {@code n} reads are queued in {@code c}. */
-    private static void awaitQueued(ReadCombiner c, int n) throws InterruptedException {
+    private static void awaitQueued(RequestCombiner c, int n) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (c.queuedForTests() < n && System.nanoTime() < deadline) {
             Thread.sleep(1);
@@ -95,18 +98,18 @@ class ReadCombinerTest {
 
     @Test
     void aLoneReadGoesOutAloneAndReadsQueuedBehindItGoOutAsOneBatchSentByTheFirstOfThem() throws Exception {
-        Script send = new Script(ReadCombinerTest::answer);
-        ReadCombiner c = new ReadCombiner(send, 1);
-        assertEquals(7, c.read(getattr(7)).getAttr().getIno());
+        Script send = new Script(RequestCombinerTest::answer);
+        RequestCombiner c = new RequestCombiner(RequestCombiner.Kind.READS, send, 1);
+        assertEquals(7, c.call(getattr(7)).getAttr().getIno());
         assertEquals(List.of(getattr(7)), send.sent, "a lone read: sent as it is");
 
         ExecutorService pool = Executors.newFixedThreadPool(6, r -> new Thread(r, "reader-" + System.nanoTime()));
         try {
-            Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
+            Future<MdsResponse> first = pool.submit(() -> c.call(getattr(1)));
             send.awaitHeld();
             List<Future<MdsResponse>> later = new ArrayList<>();
             for (long ino : new long[] {2, 3, 13, 4, 5}) {
-                later.add(pool.submit(() -> c.read(getattr(ino))));
+                later.add(pool.submit(() -> c.call(getattr(ino))));
             }
             awaitQueued(c, 5);
             send.release.countDown();
@@ -131,15 +134,62 @@ class ReadCombinerTest {
         assertEquals(List.of(2L, 3L, 4L, 5L, 13L),
                 batch.getBatchRead().getRequestsList().stream().map(r -> r.getGetattr().getIno()).sorted().toList());
         assertTrue(!send.senders.get(2).equals(send.senders.get(1)), "the batch is sent by a queued reader, not by the thread whose read returned");
-        assertEquals(5, c.batchedReads());
+        assertEquals(5, c.batchedRequests());
+        assertEquals(1, c.batches());
+    }
+
+    private static MdsRequest batchWrite(MdsRequest... rs) {
+        return MdsRequest.newBuilder().setBatchWrite(dev.granary.mds.proto.BatchWriteRequest.newBuilder().addAllRequests(List.of(rs))).build();
+    }
+
+    /**
+     * Mutations queued behind one in flight go out as one batch_write; a caller's own batch_write
+     * is spliced in whole and in order (never nested: the MDS refuses a batch inside a batch), and
+     * each caller gets its own answer: a plain mutation its response, a batch_write caller a
+     * response whose batch holds its requests' answers.
+     */
+    @Test
+    void queuedMutationsGoOutAsOneBatchWriteWithACallersBatchSplicedIn() throws Exception {
+        Script send = new Script(RequestCombinerTest::answer);
+        RequestCombiner c = new RequestCombiner(RequestCombiner.Kind.WRITES, send, 1);
+        assertEquals(List.of(9L), c.call(batchWrite(getattr(9))).getBatchList().stream().map(r -> r.getAttr().getIno()).toList(),
+                "a lone batch_write: sent as it is");
+        assertEquals(batchWrite(getattr(9)), send.sent.get(0));
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try {
+            Future<MdsResponse> first = pool.submit(() -> c.call(getattr(1)));
+            send.awaitHeld();
+            Future<MdsResponse> a = pool.submit(() -> c.call(getattr(2)));
+            awaitQueued(c, 1);
+            Future<MdsResponse> b = pool.submit(() -> c.call(batchWrite(getattr(3), getattr(13), getattr(4))));
+            awaitQueued(c, 2);
+            Future<MdsResponse> d = pool.submit(() -> c.call(getattr(5)));
+            awaitQueued(c, 3);
+            send.release.countDown();
+            assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
+            assertEquals(2, a.get(10, TimeUnit.SECONDS).getAttr().getIno());
+            MdsResponse mine = b.get(10, TimeUnit.SECONDS);
+            assertEquals(Status.OK, mine.getStatus());
+            assertEquals(List.of(Status.OK, Status.ENOENT, Status.OK), mine.getBatchList().stream().map(MdsResponse::getStatus).toList(),
+                    "the batch_write caller gets its three answers, in order, the error among them");
+            assertEquals(3, mine.getBatch(0).getAttr().getIno());
+            assertEquals(4, mine.getBatch(2).getAttr().getIno());
+            assertEquals(5, d.get(10, TimeUnit.SECONDS).getAttr().getIno());
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(3, send.sent.size(), send.sent.toString());
+        assertEquals(batchWrite(getattr(2), getattr(3), getattr(13), getattr(4), getattr(5)), send.sent.get(2),
+                "one batch_write, in arrival order, the caller's batch spliced in");
+        assertEquals(3, c.batchedRequests());
         assertEquals(1, c.batches());
     }
 
     /** A batch stops before 2 MiB of requests: the rest waits for the next round trip. */
     @Test
     void aBatchStaysWithinItsByteLimit() throws Exception {
-        Script send = new Script(ReadCombinerTest::answer);
-        ReadCombiner c = new ReadCombiner(send, 1);
+        Script send = new Script(RequestCombinerTest::answer);
+        RequestCombiner c = new RequestCombiner(RequestCombiner.Kind.READS, send, 1);
         // 1.5 MiB requests (a caller's groups list stands in for inline bytes)
         java.util.function.LongFunction<MdsRequest> big = ino -> {
             var caller = dev.granary.mds.proto.Caller.newBuilder();
@@ -152,12 +202,12 @@ class ReadCombinerTest {
         ExecutorService pool = Executors.newFixedThreadPool(4);
         try {
             List<Future<MdsResponse>> all = new ArrayList<>();
-            all.add(pool.submit(() -> c.read(getattr(1))));
+            all.add(pool.submit(() -> c.call(getattr(1))));
             send.awaitHeld();
             MdsRequest[] queued = {big.apply(2), big.apply(3), getattr(4)};
             for (int i = 0; i < queued.length; i++) {
                 MdsRequest q = queued[i];
-                all.add(pool.submit(() -> c.read(q)));
+                all.add(pool.submit(() -> c.call(q)));
                 awaitQueued(c, i + 1);
             }
             send.release.countDown();
@@ -185,18 +235,18 @@ class ReadCombinerTest {
             }
             return answer(r);
         });
-        ReadCombiner c = new ReadCombiner(send, 1);
+        RequestCombiner c = new RequestCombiner(RequestCombiner.Kind.READS, send, 1);
         ExecutorService pool = Executors.newFixedThreadPool(3);
         try {
-            Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
+            Future<MdsResponse> first = pool.submit(() -> c.call(getattr(1)));
             send.awaitHeld();
             Future<Boolean[]> interrupted = pool.submit(() -> {
                 Thread.currentThread().interrupt();
-                MdsResponse r = c.read(getattr(2));
+                MdsResponse r = c.call(getattr(2));
                 return new Boolean[] {r.getAttr().getIno() == 2, Thread.interrupted()};
             });
             awaitQueued(c, 1);
-            Future<MdsResponse> other = pool.submit(() -> c.read(getattr(3)));
+            Future<MdsResponse> other = pool.submit(() -> c.call(getattr(3)));
             awaitQueued(c, 2);
             send.release.countDown();
             assertEquals(1, first.get(10, TimeUnit.SECONDS).getAttr().getIno());
@@ -218,15 +268,15 @@ class ReadCombinerTest {
             }
             return answer(r);
         });
-        ReadCombiner c = new ReadCombiner(send, 1);
+        RequestCombiner c = new RequestCombiner(RequestCombiner.Kind.READS, send, 1);
         ExecutorService pool = Executors.newFixedThreadPool(4);
         try {
-            Future<MdsResponse> first = pool.submit(() -> c.read(getattr(1)));
+            Future<MdsResponse> first = pool.submit(() -> c.call(getattr(1)));
             send.awaitHeld();
             List<Future<MdsResponse>> later = new ArrayList<>();
             for (long ino = 2; ino <= 4; ino++) {
                 long i = ino;
-                later.add(pool.submit(() -> c.read(getattr(i))));
+                later.add(pool.submit(() -> c.call(getattr(i))));
             }
             awaitQueued(c, 3);
             send.release.countDown();
@@ -239,7 +289,7 @@ class ReadCombinerTest {
             pool.shutdownNow();
         }
         // the combiner is usable again
-        assertEquals(Status.OK, c.read(getattr(9)).getStatus());
+        assertEquals(Status.OK, c.call(getattr(9)).getStatus());
     }
 
     @Test
