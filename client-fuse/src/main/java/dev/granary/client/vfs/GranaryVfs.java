@@ -1105,8 +1105,14 @@ public final class GranaryVfs implements AutoCloseable {
         ParentName pn = parentOf(c, path);
         MdsClient.Created made = mds.createFile(c, pn.parent.getIno(), nameBytes(pn.name), S_IFREG | (mode & 07777), (flags & O_EXCL) != 0);
         Attr a = made.attr();
+        List<Extent> extents = null;
         if (made.isNew()) {
             entryAdded(pn, a);
+            // The create is this open's own change, and the new file's map is known: empty. Taken
+            // as a change "during the open", it made the handle read the map again, one MDS read
+            // per create; another thread's commit to the file meanwhile still shows in newestCtimes.
+            changes = localChanges.get();
+            extents = a.getSize() == 0 ? List.of() : null;
         } else {
             added(pn, a);
         }
@@ -1119,7 +1125,7 @@ public final class GranaryVfs implements AutoCloseable {
         if ((flags & O_TRUNC) != 0 && a.getSize() > 0) {
             a = truncateIno(c, a.getIno(), 0);
         }
-        return openHandle(c, a, flags, null, changes);
+        return openHandle(c, a, flags, extents, changes);
     }
 
     /**
