@@ -1124,6 +1124,8 @@ public final class GranaryVfs implements AutoCloseable {
         }
         if ((flags & O_TRUNC) != 0 && a.getSize() > 0) {
             a = truncateIno(c, a.getIno(), 0);
+            changes = localChanges.get(); // the open's own change (as the create above): the map is empty
+            extents = List.of();
         }
         return openHandle(c, a, flags, extents, changes);
     }
@@ -1205,6 +1207,9 @@ public final class GranaryVfs implements AutoCloseable {
         }
         if ((flags & O_TRUNC) != 0 && acc != O_RDONLY) {
             a = truncateIno(c, a.getIno(), 0);
+            // The open's own change, not one made during its read: the map is known empty, and
+            // counting it made the handle read the map again from the MDS (one read per O_TRUNC open).
+            changes = localChanges.get();
             extents = List.of();
         }
         return openHandle(c, a, flags, extents, changes);
