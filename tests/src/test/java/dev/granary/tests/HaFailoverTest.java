@@ -391,7 +391,15 @@ class HaFailoverTest {
     // ------------------------------------------------------------------------------- 2. catch-up
 
     /** Writes {@code n} namespace operations (mkdir + creates) from 4 threads; returns the names created. */
+    /**
+     * Creates files in a new directory {@code dirName} from 4 threads through one client until the
+     * leader's log grew by at least {@code n} entries; returns their names. Concurrent creates of
+     * one client share log entries (group commit, RequestCombiner), so the threads' {@code n - 1}
+     * creates may take fewer entries: single-threaded creates (one entry each) make up the rest.
+     */
     private List<String> writeOps(String dirName, int n) throws Exception {
+        String leader = awaitLeader();
+        long start = status().get(leader).appliedIndex();
         Attr dir = api.mkdir(Nodes.ROOT, MdsClient.ROOT_INO, utf8(dirName), 0755);
         List<String> names = Collections.synchronizedList(new ArrayList<>());
         ExecutorService pool = Executors.newFixedThreadPool(4);
@@ -410,6 +418,14 @@ class HaFailoverTest {
             for (Future<?> f : fs) f.get();
         } finally {
             pool.shutdown();
+        }
+        int more = 0;
+        for (long grew; (grew = status().get(leader).appliedIndex() - start) < n; ) {
+            for (long k = grew; k < n; k++) {
+                String name = "m-" + more++;
+                api.create(Nodes.ROOT, dir.getIno(), utf8(name), 0644, true);
+                names.add(name);
+            }
         }
         return names;
     }
