@@ -646,8 +646,27 @@ def dd_read(path, timeout):
     return size / MIB / (time.perf_counter() - t0)
 
 
+def resident_percent(path):
+    """Share of path's pages in the kernel page cache (util-linux fincore, mincore(2)), or None if unknown."""
+    try:
+        p = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", path],
+                           capture_output=True, text=True, timeout=60)
+        size = os.path.getsize(path)
+        return 100.0 * int(p.stdout.split()[0]) / size if p.returncode == 0 and size > 0 else None
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
 def seq_read(target, plan, which):
-    return {f"read_{which}": dd_read(os.path.join(target.root, "seq.dat"), plan.timeout)}
+    path = os.path.join(target.root, "seq.dat")
+    # This VM's kernel runs DAMON with a pageout scheme that evicts page-cache pages it takes for
+    # cold within seconds (a plain ext4 file loses them too): how much of the file the page cache
+    # still holds when the warm read starts is recorded next to its figure.
+    resident = resident_percent(path) if which == "warm" else None
+    out = {f"read_{which}": dd_read(path, plan.timeout)}
+    if resident is not None:
+        out["warm_resident"] = resident
+    return out
 
 
 def parallel_read(target, plan):
@@ -1110,7 +1129,14 @@ def report(runner, plan, targets, info, counter, elapsed):
             "no data cache besides the kernel's page cache), s3fs "
             "remounted, rclone remounted with its VFS cache folder emptied. Cold points: before the sequential read; "
             "before the parallel, random and small-file reads (each reads files not read since); before the DataLoader "
-            "and the AU searches. **warm**: the same file read again right after.",
+            "and the AU searches. **warm**: the same file read again right after. Share of the file in the page cache "
+            "when the warm read started (`fincore`): " + (", ".join(
+                f"{t.label} {runner.figures[t.name]['warm_resident']:.0f}%" for t in targets
+                if isinstance(runner.figures.get(t.name, {}).get("warm_resident"), (int, float))) or "not measured") + ". "
+            "This VM's kernel runs DAMON with a `pageout` scheme (`/sys/kernel/mm/damon/admin/kdamonds/0`) that evicts "
+            "page-cache pages it takes for cold within seconds of their first read, with memory free (a helper saw a "
+            "plain ext4 file lose 7,528 pages in 40 s): each page missing at the warm read costs its filesystem a "
+            "read (Granary: a FUSE READ and a ranged GET).",
             f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
             f"written with `fsync`, read {plan.warm_cold_reads} times cold (caches emptied before each read) and once warm, "
             "then half of its 128 KiB blocks read at random, cold (4 threads, as the random-read step), "
