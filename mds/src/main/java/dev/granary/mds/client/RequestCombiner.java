@@ -42,7 +42,7 @@ final class RequestCombiner {
     private static final class Waiter {
         final MdsRequest request;
         final CompletableFuture<MdsResponse> reply = new CompletableFuture<>();
-        /** Set (before {@link #turn} completes) when this waiter must send these waiters' reads. */
+        /** Set (before {@link #turn} completes) when this waiter must send these waiters' requests. */
         List<Waiter> batch;
         final CompletableFuture<Void> turn = new CompletableFuture<>();
 
@@ -101,7 +101,7 @@ final class RequestCombiner {
         }
         me.turn.join();
         if (me.batch != null) {
-            // The batch carries other threads' reads: an interrupt pending on this thread must not
+            // The batch carries other threads' requests: an interrupt pending on this thread must not
             // fail them (the Raft client gives up on an interrupted caller). It is kept for later.
             boolean interrupted = Thread.interrupted();
             try {
@@ -123,7 +123,7 @@ final class RequestCombiner {
         }
     }
 
-    /** After a round trip: the queued reads go out (sent by the first of them), or a slot is freed. */
+    /** After a round trip: the queued requests go out (sent by the first of them), or a slot is freed. */
     private void handOff() {
         List<Waiter> next;
         synchronized (lock) {
