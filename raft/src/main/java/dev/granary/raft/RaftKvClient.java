@@ -251,9 +251,10 @@ public final class RaftKvClient implements AutoCloseable {
 
     /**
      * Sends one request of {@code type} on the shared unordered stream and waits for its reply,
-     * at most {@link #maxCallDuration} of the retry budget: Ratis' own retries stop at the budget,
-     * but its asynchronous path let a call to peers that never answer run about one request
-     * timeout past it (RetryCacheTest#retryBudgetBoundsTheWholeCallWhenPeersDoNotAnswer).
+     * at most the retry budget plus one longest backoff ({@value #MAX_SLEEP_MS} ms; less than
+     * {@link #maxCallDuration}): Ratis' own retries stop at the budget, but its asynchronous path
+     * let a call to peers that never answer run about one request timeout past it
+     * (RetryCacheTest#retryBudgetBoundsTheWholeCallWhenPeersDoNotAnswer).
      */
     private byte[] call(String op, RaftClientRequest.Type type, byte[] request) {
         CompletableFuture<RaftClientReply> pending = UnorderedAsync.send(
