@@ -58,6 +58,7 @@ RETINANET = dict(name="retinanet", batch=24, demand=150 * 320 * KIB, threads=4, 
 RETINANET_BYTES = 320 * KIB
 AU_TARGET = 0.90
 AU_MAX_ACCELERATORS = 16
+WARM_TOLERANCE = 0.10  # warm-up parts repeat until two rounds in a row are within 10% of each other
 
 
 class Plan:
@@ -78,7 +79,8 @@ class Plan:
         self.noop_bytes = max(256 * MIB, self.seq_bytes)
         self.warm_bytes = max(16, round(1024 * scale)) * MIB        # the untimed warm-up file
         self.warm_count = max(50, round(2000 * scale))               # and its small files
-        self.warm_cold_reads = 6 if scale >= 0.25 else 1                  # cold reads of the warm-up file
+        self.warm_cold_reads = 6 if scale >= 0.25 else 1             # at least this many cold reads of it
+        self.warm_max_rounds = 10 if scale >= 0.25 else 2            # at most this many rounds of a warm-up part
         self.timeout = 600 + 3600 * scale                            # any one step, seconds
 
     def describe(self):
@@ -116,6 +118,31 @@ class State:
     def add_mount(self, path):
         self.mounts.add(path)
         self._write("mounts", self.mounts)
+
+
+def jit_cpu_seconds(pid):
+    """CPU seconds (user + system) that the JIT compiler threads of process `pid` have used so far
+    (threads named "C1 CompilerThre..." / "C2 CompilerThre..." in /proc/PID/task/*/comm, HotSpot's
+    names); None for no pid or a process that is not a HotSpot JVM."""
+    if not pid:
+        return None
+    total, found = 0, False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if "CompilerThre" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+            found = True
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile
+    return total / os.sysconf("SC_CLK_TCK") if found else None
 
 
 def log(msg):
@@ -491,24 +518,50 @@ def write_file(path, size, chunk, fsync=True):
         os.close(fd)
 
 
+def until_settled(round_fn, min_rounds, max_rounds, tolerance=WARM_TOLERANCE):
+    """Runs round_fn (which returns a rate) until two rounds in a row are within `tolerance` of each
+    other (relative to the larger), at least min_rounds and at most max_rounds times; returns the
+    rates. A JIT-compiled filesystem speeds up over several rounds; one that is not settles at once."""
+    rates = []
+    while len(rates) < max_rounds:
+        rates.append(round_fn())
+        if len(rates) >= min_rounds and len(rates) >= 2:
+            a, b = rates[-2], rates[-1]
+            if abs(a - b) <= tolerance * max(a, b):
+                break
+    return rates
+
+
 def warm_up(target, plan):
-    """Untimed, the same on every target: a file written with fsync and read cold several times
-    (caches emptied before each read) and once warm, then read at random (128 KiB, cold), and small files written, read (from
-    caches, then 3 times cold), stat'ed, listed and unlinked, so that each filesystem is measured as it runs on a node that has been up for a while
-    (Granary's JVMs have compiled their hot paths; peers have their connections open). Everything
-    it writes is removed. Several cold reads, because the JIT compiles the cold path over several
-    GiB: in one quickstart, successive cold 1 GiB reads went 98, 174, 238, 241, 286, 290, 306, 352,
-    345, 348, 358, 385 MiB/s."""
+    """Untimed, the same on every target: a file written with fsync and read cold (caches emptied
+    before each read) until two reads in a row agree, and once warm, then read at random (128 KiB,
+    cold), and small files written until two rounds agree, read (from caches, then cold until two
+    rounds agree), stat'ed, listed and unlinked, so that each filesystem is measured as it runs on a
+    node that has been up for a while (Granary's JVMs have compiled their hot paths; peers have
+    their connections open). Everything it writes is removed. Returns the rate of every round
+    (warm_rounds), which the report prints. Why rounds until settled: the JIT compiles the cold
+    path over several GiB: in one quickstart, successive cold 1 GiB reads went 98, 174, 238, 241,
+    286, 290, 306, 352, 345, 348, 358, 385 MiB/s; and rounds of 1,500 small files written went
+    109, 207, 170, 273, 288 files/s (on 2026-12-05, 8 threads, C2 compiling 3 CPU-s in the first
+    rounds), so one fixed round of 1,000 left the timed step inside the ramp."""
     d = os.path.join(target.root, "warmup")
     os.makedirs(d)
     big = os.path.join(d, "big")
     write_file(big, plan.warm_bytes, random_chunk(MIB, 9))
-    for i in range(plan.warm_cold_reads + 1):
-        if i < plan.warm_cold_reads:
-            target.cold()
+    rounds = {}
+
+    def read_big():
+        t0 = time.perf_counter()
         with open(big, "rb") as f:
             while f.read(MIB):
                 pass
+        return plan.warm_bytes / MIB / (time.perf_counter() - t0)
+
+    def cold_read_big():
+        target.cold()
+        return read_big()
+    rounds["sequential read cold, MiB/s"] = until_settled(cold_read_big, plan.warm_cold_reads, plan.warm_max_rounds)
+    read_big()
     # Random 128 KiB reads, cold, as the random-read step makes them (4 threads, each over its own
     # quarter, half of its blocks): they take other paths than sequential reads (partial blocks,
     # chunked reads at the OSS). One quickstart, successive cold runs of the random-read step: 493,
@@ -526,17 +579,28 @@ def warm_up(target, plan):
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         list(pool.map(random_reads, range(4)))
     paths = [os.path.join(d, f"s{i:05d}") for i in range(plan.warm_count)]
+
+    def write_round():
+        rate = write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
+        for p in paths:
+            os.unlink(p)
+        return rate
+    rounds["small files written, files/s"] = until_settled(write_round, 2, plan.warm_max_rounds)
     write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: (os.stat(p), open(p, "rb").read()), paths))
-    # Read cold three times more, as the small-file step reads them (8 threads, caches emptied): the
-    # reads above come from caches, and the cold path (for Granary, the MDS's inline reads) was
-    # left to the timed step. One quickstart, successive cold reads of 5,000 files: 652, 1,106,
-    # 1,370 files/s (again: 671, 1,000, 1,152).
-    for _ in range(3):
+
+    # Read cold until two rounds agree, as the small-file step reads them (8 threads, caches
+    # emptied): the reads above come from caches, and the cold path (for Granary, the MDS's inline
+    # reads) was left to the timed step. One quickstart, successive cold reads of 5,000 files: 652,
+    # 1,106, 1,370 files/s (again: 671, 1,000, 1,152).
+    def cold_small_round():
         target.cold()
+        t0 = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda p: open(p, "rb").read(), paths))
+        return len(paths) / (time.perf_counter() - t0)
+    rounds["small files read cold, files/s"] = until_settled(cold_small_round, 3, plan.warm_max_rounds)
     for _ in range(3):
         if len(os.listdir(d)) != len(paths) + 1:
             raise RuntimeError("warm-up: readdir listed the wrong number of files")
@@ -559,7 +623,7 @@ def warm_up(target, plan):
         os.unlink(p)
     os.rmdir(md)
     os.rmdir(d)
-    return {}
+    return {"warm_rounds": rounds}
 
 
 def seq_write(target, plan):
@@ -858,9 +922,11 @@ class Runner:
         self.requests = collections.defaultdict(dict)   # target -> workload -> {method: n}
         self.failures = []
         self.skipped = []  # steps not run here, with the reason (printed in the report)
+        self.jit = collections.defaultdict(dict)        # target -> workload -> JIT compiler CPU-s in it
 
     def step(self, t, workload, rows, fn):
         before = self.counter.snapshot() if t.bucket else None
+        jit_before = jit_cpu_seconds(t.daemon.pid if t.daemon and t.daemon.alive() else None)
         try:
             self.figures[t.name].update(fn())
         except Exception as e:
@@ -876,6 +942,9 @@ class Runner:
         if before is not None:
             after = self.counter.snapshot()
             self.requests[t.name][workload] = {m: after.get((m, t.bucket), 0) - before.get((m, t.bucket), 0) for m in METHODS}
+        jit_after = jit_cpu_seconds(t.daemon.pid if t.daemon and t.daemon.alive() else None)
+        if jit_before is not None and jit_after is not None:
+            self.jit[t.name][workload] = jit_after - jit_before
         shown = {r: self.figures[t.name].get(r) for r in rows}
         log(f"  {t.name}: {workload}: " + ", ".join(f"{k}={fmt(v)}" for k, v in shown.items()))
 
@@ -1123,6 +1192,23 @@ def report(runner, plan, targets, info, counter, elapsed):
                 "the counts are per target; requests a workload causes after it returns (rclone's uploads) are waited for "
                 "and counted in it. The local directory issues none."]
 
+    warm = [(t, runner.figures.get(t.name, {}).get("warm_rounds")) for t in targets]
+    warm = [(t, w) for t, w in warm if isinstance(w, dict) and w]
+    if warm:
+        out += ["", "## Warm-up rounds (untimed)", "",
+                "Each part of the warm-up repeats until two rounds in a row are within "
+                f"{WARM_TOLERANCE:.0%} of each other (at most {plan.warm_max_rounds} rounds); the rate of every round:", "",
+                "| target | " + " | ".join(warm[0][1].keys()) + " |", "|---|" + "---|" * len(warm[0][1])]
+        for t, w in warm:
+            out.append(f"| {t.label} | " + " | ".join(", ".join(f"{r:,.0f}" for r in w.get(k, [])) for k in warm[0][1]) + " |")
+    jit = runner.jit.get("granary")
+    if jit:
+        out += ["", "## Granary's JIT compiler CPU per step", "",
+                "CPU seconds of the quickstart JVM's C1/C2 compiler threads during each step (the JVM also runs "
+                "S3Proxy, the MDS peers and the OSSes): what the JIT still took from the 2 cores while a figure was measured.", "",
+                "| " + " | ".join(jit.keys()) + " |", "|" + "---:|" * len(jit),
+                "| " + " | ".join(f"{v:.1f}" for v in jit.values()) + " |"]
+
     out += ["", "## How it was measured", "",
             "- **cold**: `sync; echo 3 > /proc/sys/vm/drop_caches` and, for the FUSE targets, their own caches emptied: "
             "Granary's OSS read caches dropped with `granary cache drop` (the quickstart keeps running: the client holds "
@@ -1138,9 +1224,11 @@ def report(runner, plan, targets, info, counter, elapsed):
             "plain ext4 file lose 7,528 pages in 40 s): each page missing at the warm read costs its filesystem a "
             "read (Granary: a FUSE READ and a ranged GET).",
             f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
-            f"written with `fsync`, read {plan.warm_cold_reads} times cold (caches emptied before each read) and once warm, "
+            f"written with `fsync`, read cold (caches emptied before each read) at least {plan.warm_cold_reads} times and until two "
+            "reads in a row are within 10% of each other, and once warm, "
             "then half of its 128 KiB blocks read at random, cold (4 threads, as the random-read step), "
-            f"{plan.warm_count} small files written, read, read 3 times cold (8 threads, as the small-file step), stat'ed, "
+            f"{plan.warm_count} small files written (8 threads) and removed until two rounds agree, written again, read, read "
+            "cold (8 threads, as the small-file step) at least 3 times and until two rounds agree, stat'ed, "
             "listed (readdir, 3 times) and unlinked, and the metadata "
             f"phases once on {plan.meta_count} other empty files (created, stat'ed, listed 3 times, unlinked). So each "
             "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
