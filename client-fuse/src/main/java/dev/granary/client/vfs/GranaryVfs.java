@@ -642,11 +642,15 @@ public final class GranaryVfs implements AutoCloseable {
         attrs.asMap().merge(a.getIno(), a, GranaryVfs::laterByCtime);
     }
 
-    /** Handle {@code from} committed {@code extents}: the other open handles of its inode take them as their base. */
-    void extentsCommitted(OpenFile from, List<Extent> extents, long newSize) {
+    /**
+     * Handle {@code from} committed {@code extents} and the MDS answered {@code committed} (the
+     * inode's attributes after the commit): the other open handles of its inode take them as their
+     * base, with the size and the commit's ctime (no older map may replace them since).
+     */
+    void extentsCommitted(OpenFile from, List<Extent> extents, Attr committed) {
         for (OpenFile f : filesByIno.getOrDefault(from.ino(), Set.of())) {
             if (f != from) {
-                f.peerCommitted(extents, newSize);
+                f.peerCommitted(extents, committed.getSize(), committed.getCtimeNs());
             }
         }
     }

@@ -240,6 +240,40 @@ class GranaryVfsTest extends LocalClusterTestBase {
     }
 
     /**
+     * A handle never takes a map older than a commit of this client it already holds. Regression:
+     * an open that read the file before another handle's commit shared its map with the inode's
+     * handles after that commit had reached them ({@code GranaryVfs.shareNewerMap}); a reader's
+     * size fell back to the older one, and its read of bytes whose write had returned hit the end
+     * of file (1 run in 150 of {@link #aReadSeesEveryWriteThatReturnedThroughOtherThreadsHandles}
+     * under load). Here the moments are fixed: the reader opens, a chmod moves the ctime, an open
+     * at that moment would read the map below (size 1,000 at the chmod's ctime), a commit then
+     * grows the file to 1,500 bytes, and only then is that map shared.
+     */
+    @Test
+    void aHandleNeverTakesAMapReadBeforeACommitItAlreadyHolds() {
+        String p = dir + "/older-map";
+        writeFile(vfs, p, random(1000, 31), 1000);
+        long reader = vfs.open(ROOT, p, O_RDONLY);
+        long writer = vfs.open(ROOT, p, O_RDWR);
+        Attr chmodded = vfs.chmod(ROOT, p, 0600); // a newer ctime, same size and map
+        OpenFile.CommittedMap readBeforeCommit = new OpenFile.CommittedMap(
+                1000, vfs.handle(reader).committedMap().byStripe(), chmodded.getCtimeNs());
+        assertTrue(chmodded.getCtimeNs() > vfs.handle(reader).mapCtimeNs());
+        byte[] tail = random(500, 32);
+        vfs.write(ROOT, writer, 1000, tail, tail.length);
+        vfs.flush(ROOT, writer);
+        assertEquals(1500, vfs.handle(reader).size(), "the writer's commit reached the reader");
+
+        boolean taken = vfs.handle(reader).adoptNewerMap(readBeforeCommit, () -> true);
+
+        assertFalse(taken, "a map read before the commit the handle holds must not replace it");
+        assertEquals(1500, vfs.handle(reader).size());
+        assertArrayEquals(tail, vfs.read(ROOT, reader, 1000, 500));
+        vfs.release(ROOT, reader);
+        vfs.release(ROOT, writer);
+    }
+
+    /**
      * A read through one handle returns the bytes of every write that returned before it
      * through the file's other handles, while threads write interleaved chunks through their own
      * handles, fsync them, and close and reopen them (POSIX read(2) after write(2)). Regression
