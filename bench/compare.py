@@ -347,9 +347,14 @@ class Target:
         self.start()
         drop_caches()
 
+    def daemon_pid(self):
+        """The pid of the process serving the mount while it runs, else None."""
+        return self.daemon.pid if self.daemon and self.daemon.alive() else None
+
     def sample_rss(self):
-        if self.daemon and self.daemon.alive():
-            self.peak_rss = max(self.peak_rss, peak_rss_kib(self.daemon.pid))
+        pid = self.daemon_pid()
+        if pid:
+            self.peak_rss = max(self.peak_rss, peak_rss_kib(pid))
 
 
 class LocalTarget(Target):
@@ -530,7 +535,7 @@ def until_settled(round_fn, min_rounds, max_rounds, tolerance=WARM_TOLERANCE):
     rates = []
     while len(rates) < max_rounds:
         rates.append(round_fn())
-        if len(rates) >= min_rounds and len(rates) >= 2:
+        if len(rates) >= max(min_rounds, 2):
             a, b = rates[-2], rates[-1]
             if abs(a - b) <= tolerance * max(a, b):
                 break
@@ -585,13 +590,12 @@ def warm_up(target, plan):
         list(pool.map(random_reads, range(4)))
     paths = [os.path.join(d, f"s{i:05d}") for i in range(plan.warm_count)]
 
-    def write_round():
-        rate = write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
+    def write_round():  # into an empty folder each time; the last round's files stay for the reads below
         for p in paths:
-            os.unlink(p)
-        return rate
+            if os.path.exists(p):
+                os.unlink(p)
+        return write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
     rounds["small files written, files/s"] = until_settled(write_round, 2, plan.warm_max_rounds)
-    write_many(paths, 100 * KIB, random_chunk(100 * KIB, 10), 8)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: (os.stat(p), open(p, "rb").read()), paths))
 
@@ -932,7 +936,7 @@ class Runner:
 
     def step(self, t, workload, rows, fn):
         before = self.counter.snapshot() if t.bucket else None
-        jit_before = jit_cpu_seconds(t.daemon.pid if t.daemon and t.daemon.alive() else None)
+        jit_before = jit_cpu_seconds(t.daemon_pid())
         try:
             self.figures[t.name].update(fn())
         except Exception as e:
@@ -948,7 +952,7 @@ class Runner:
         if before is not None:
             after = self.counter.snapshot()
             self.requests[t.name][workload] = {m: after.get((m, t.bucket), 0) - before.get((m, t.bucket), 0) for m in METHODS}
-        jit_after = jit_cpu_seconds(t.daemon.pid if t.daemon and t.daemon.alive() else None)
+        jit_after = jit_cpu_seconds(t.daemon_pid())
         if jit_before is not None and jit_after is not None:
             self.jit[t.name][workload] = jit_after - jit_before
         shown = {r: self.figures[t.name].get(r) for r in rows}
@@ -1233,7 +1237,7 @@ def report(runner, plan, targets, info, counter, elapsed):
             f"written with `fsync`, read cold (caches emptied before each read) at least {plan.warm_cold_reads} times and until two "
             "reads in a row are within 10% of each other, and once warm, "
             "then half of its 128 KiB blocks read at random, cold (4 threads, as the random-read step), "
-            f"{plan.warm_count} small files written (8 threads) and removed until two rounds agree, written again, read, read "
+            f"{plan.warm_count} small files written (8 threads) in rounds, each into an empty folder, until two rounds agree, the last round's files read, read "
             "cold (8 threads, as the small-file step) at least 3 times and until two rounds agree, stat'ed, "
             "listed (readdir, 3 times) and unlinked, and the metadata "
             f"phases once on {plan.meta_count} other empty files (created, stat'ed, listed 3 times, unlinked). So each "

@@ -273,8 +273,9 @@ public final class OpenFile {
     record CommittedMap(long size, Map<Long, Extent> byStripe, long ctimeNs) {}
 
     /**
-     * The MDS ctime (ns) of the extent map this handle holds: the version of the file its reads
-     * serve (moved by another open's newer map, {@link #adoptNewerMap}, and by this client's commits).
+     * The MDS ctime (ns) of the last whole extent map this handle installed: the version of the
+     * file its reads serve (moved by another open's newer map, {@link #adoptNewerMap}; this
+     * client's commits move {@link #knownCtimeNs} instead).
      */
     public long mapCtimeNs() {
         lock.lock();
@@ -1430,8 +1431,9 @@ public final class OpenFile {
 
     /**
      * Another handle of this client committed {@code extents} of this inode (new size
-     * {@code newSize} bytes, at MDS ctime {@code ctimeNs}): they become this handle's base, so its later read-modify-writes and reads
-     * of those stripes start from the newest bytes instead of the blocks seen at open.
+     * {@code newSize} bytes, at MDS ctime {@code ctimeNs}): they become this handle's base, so
+     * its later read-modify-writes and reads of those stripes start from the newest bytes instead
+     * of the blocks seen at open.
      */
     void peerCommitted(List<Extent> extents, long newSize, long ctimeNs) {
         lock.lock();
