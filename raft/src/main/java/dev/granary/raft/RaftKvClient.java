@@ -190,10 +190,7 @@ public final class RaftKvClient implements AutoCloseable {
                     return RetryPolicy.NO_RETRY_ACTION;
                 }
             }
-            int doublings = Math.min(Math.max(event.getAttemptCount() - 1, 0), 20);
-            long sleep = Math.min(MAX_SLEEP_MS, BASE_SLEEP_MS << doublings);
-            long jittered = (long) (sleep * (0.5 + ThreadLocalRandom.current().nextDouble()));
-            TimeDuration sleepTime = TimeDuration.valueOf(jittered, TimeUnit.MILLISECONDS);
+            TimeDuration sleepTime = TimeDuration.valueOf(backoffMs(event.getAttemptCount()), TimeUnit.MILLISECONDS);
             return () -> sleepTime;
         };
         TimeDuration deadline = TimeDuration.valueOf(budget.toMillis(), TimeUnit.MILLISECONDS);
@@ -255,27 +252,84 @@ public final class RaftKvClient implements AutoCloseable {
      * {@link #maxCallDuration}): Ratis' own retries stop at the budget, but its asynchronous path
      * let a call to peers that never answer run about one request timeout past it
      * (RetryCacheTest#retryBudgetBoundsTheWholeCallWhenPeersDoNotAnswer).
+     *
+     * <p>Ratis retries only replies that name another leader or a leader not ready; a reply that
+     * carries any other refusal completes the call. Those that mean the peers are between leaders
+     * are sent again here, with the same backoff, until the budget is spent: for a read those of
+     * {@link #isLeaderlessRead} (right after the whole group restarted, a read failed at once with
+     * "ReadIndexException: Leader is unknown", HaFailoverTest); for a write only those a
+     * leader gives before it appends the entry ({@link #refusedBeforeAppend}), because the call
+     * sent again is a new call id the retry cache does not match with the first.
      */
     private byte[] call(String op, RaftClientRequest.Type type, byte[] request) {
-        CompletableFuture<RaftClientReply> pending = UnorderedAsync.send(
-                type, Message.valueOf(ByteString.copyFrom(request)), null, (RaftClientImpl) client);
-        try {
-            RaftClientReply reply = pending.get(retryBudget.toMillis() + MAX_SLEEP_MS, TimeUnit.MILLISECONDS);
-            if (type.is(RaftClientRequestProto.TypeCase.READ)) {
-                lastReadServer = reply.getServerId();
+        long deadline = System.nanoTime() + retryBudget.toNanos();
+        boolean isRead = type.is(RaftClientRequestProto.TypeCase.READ);
+        for (int attempt = 1; ; attempt++) {
+            CompletableFuture<RaftClientReply> pending = UnorderedAsync.send(
+                    type, Message.valueOf(ByteString.copyFrom(request)), null, (RaftClientImpl) client);
+            IOException refusal;
+            try {
+                long waitNs = Math.max(0, deadline - System.nanoTime()) + TimeUnit.MILLISECONDS.toNanos(MAX_SLEEP_MS);
+                RaftClientReply reply = pending.get(waitNs, TimeUnit.NANOSECONDS);
+                if (isRead) {
+                    lastReadServer = reply.getServerId();
+                }
+                if (reply.isSuccess() || reply.getException() == null) {
+                    return unwrap(op, reply);
+                }
+                refusal = reply.getException();
+            } catch (InterruptedException e) {
+                pending.cancel(true);
+                Thread.currentThread().interrupt();
+                throw failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
+            } catch (java.util.concurrent.ExecutionException e) {
+                refusal = ioCause(e); // UnorderedAsync completes a reply that carries a refusal exceptionally
+            } catch (java.util.concurrent.TimeoutException e) {
+                pending.cancel(true);
+                throw failure(op, new org.apache.ratis.protocol.exceptions.TimeoutIOException(
+                        "no reply within the retry budget of " + retryBudget.toMillis() + " ms", e));
             }
-            return unwrap(op, reply);
-        } catch (InterruptedException e) {
-            pending.cancel(true);
-            Thread.currentThread().interrupt();
-            throw failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
-        } catch (java.util.concurrent.ExecutionException e) {
-            throw failure(op, ioCause(e));
-        } catch (java.util.concurrent.TimeoutException e) {
-            pending.cancel(true);
-            throw failure(op, new org.apache.ratis.protocol.exceptions.TimeoutIOException(
-                    "no reply within the retry budget of " + retryBudget.toMillis() + " ms", e));
+            boolean again = isRead ? isLeaderlessRead(refusal) : refusedBeforeAppend(refusal);
+            long sleepMs = backoffMs(attempt);
+            if (!again || System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(sleepMs) > deadline) {
+                throw failure(op, refusal);
+            }
+            try {
+                Thread.sleep(sleepMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
+            }
         }
+    }
+
+    /**
+     * Whether a peer refused a linearizable read because it has no leader it can reach (Ratis
+     * RaftServerImpl#readAsync: ReadIndexException from a follower that knows no leader or from a
+     * leader that has not committed in its term, ReadException when getting the read index failed).
+     */
+    static boolean isLeaderlessRead(IOException refusal) {
+        return refusal instanceof org.apache.ratis.protocol.exceptions.ReadIndexException
+                || refusal instanceof org.apache.ratis.protocol.exceptions.ReadException
+                || refusedBeforeAppend(refusal);
+    }
+
+    /**
+     * Whether a leader refused a write before appending it to its log (Ratis
+     * RaftServerImpl#checkLeaderState and the server's start-up and pending-request limits), so
+     * sending it again cannot apply it twice.
+     */
+    static boolean refusedBeforeAppend(IOException refusal) {
+        return refusal instanceof org.apache.ratis.protocol.exceptions.ServerNotReadyException
+                || refusal instanceof org.apache.ratis.protocol.exceptions.LeaderSteppingDownException
+                || refusal instanceof org.apache.ratis.protocol.exceptions.TransferLeadershipException
+                || refusal instanceof org.apache.ratis.protocol.exceptions.ResourceUnavailableException;
+    }
+
+    /** The sleep before attempt {@code attempt + 1}: 100 ms doubling to 2 s, +-50% jitter (as {@link #retryPolicy}). */
+    private static long backoffMs(int attempt) {
+        long sleep = Math.min(MAX_SLEEP_MS, BASE_SLEEP_MS << Math.min(Math.max(attempt - 1, 0), 20));
+        return (long) (sleep * (0.5 + ThreadLocalRandom.current().nextDouble()));
     }
 
     /** The IOException behind a failed future (Ratis wraps it in CompletionExceptions), or one that wraps the cause. */
