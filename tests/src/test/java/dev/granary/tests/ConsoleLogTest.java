@@ -45,7 +45,7 @@ class ConsoleLogTest {
         ctx.setMDCAdapter(new ch.qos.logback.classic.util.LogbackMDCAdapter());
         ByteArrayOutputStream err = new ByteArrayOutputStream();
         PrintStream saved = System.err;
-        System.setProperty("granary.log.dir", logDir.toString()); // its FILE appender writes there
+        String savedDir = System.setProperty("granary.log.dir", logDir.toString()); // its FILE appender writes there
         System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
         try (InputStream xml = RootCauseConverter.class.getResourceAsStream("/logback.xml")) {
             JoranConfigurator j = new JoranConfigurator();
@@ -56,6 +56,11 @@ class ConsoleLogTest {
         } finally {
             System.setErr(saved);
             ctx.stop();
+            if (savedDir == null) {
+                System.clearProperty("granary.log.dir");
+            } else {
+                System.setProperty("granary.log.dir", savedDir);
+            }
         }
         String out = err.toString(StandardCharsets.UTF_8);
         assertTrue(out.endsWith("ERROR d.g.r.KvStateMachine - mds2: applying log entry (2, 7364) failed; stopping this peer"
