@@ -545,7 +545,7 @@ def until_settled(round_fn, min_rounds, max_rounds, tolerance=WARM_TOLERANCE):
 def warm_up(target, plan):
     """Untimed, the same on every target: a file written with fsync and read cold (caches emptied
     before each read) until two reads in a row agree, and once warm, then read at random (128 KiB,
-    cold), and small files written until two rounds agree, read (from caches, then cold until two
+    cold) until two rounds agree, and small files written until two rounds agree, read (from caches, then cold until two
     rounds agree), stat'ed, listed and unlinked, so that each filesystem is measured as it runs on a
     node that has been up for a while (Granary's JVMs have compiled their hot paths; peers have
     their connections open). Everything it writes is removed. Returns the rate of every round
@@ -573,21 +573,31 @@ def warm_up(target, plan):
     rounds["sequential read cold, MiB/s"] = until_settled(cold_read_big, plan.warm_cold_reads, plan.warm_max_rounds)
     read_big()
     # Random 128 KiB reads, cold, as the random-read step makes them (4 threads, each over its own
-    # quarter, half of its blocks): they take other paths than sequential reads (partial blocks,
-    # chunked reads at the OSS). One quickstart, successive cold runs of the random-read step: 493,
-    # 778, 833, 969 IOPS, the JIT compiling about 2 CPU-s per run.
-    target.cold()
+    # quarter, half of its blocks), until two rounds agree: they take other paths than sequential
+    # reads (partial blocks, direct ranged GETs). One quickstart, successive cold runs of the
+    # random-read step: 493, 778, 833, 969 IOPS, the JIT compiling about 2 CPU-s per run; on
+    # 2026-12-05, fio over 1 GiB files: 635, 832, 1,330, 1,413, 1,510 IOPS, where one round of the
+    # warm-up left the timed step at 989 (s3fs 1,408).
     quarter = plan.warm_bytes // 4 // (128 * KIB)
+    random_rounds = [0]
 
-    def random_reads(q):
-        fd = os.open(big, os.O_RDONLY)
-        try:
-            for b in random.Random(q).sample(range(quarter), quarter // 2):
-                os.pread(fd, 128 * KIB, (q * quarter + b) * 128 * KIB)
-        finally:
-            os.close(fd)
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        list(pool.map(random_reads, range(4)))
+    def random_round():  # other blocks each round (caches are emptied anyway)
+        target.cold()
+        seed = random_rounds[0]
+        random_rounds[0] += 1
+
+        def random_reads(q):
+            fd = os.open(big, os.O_RDONLY)
+            try:
+                for b in random.Random(1000 * seed + q).sample(range(quarter), quarter // 2):
+                    os.pread(fd, 128 * KIB, (q * quarter + b) * 128 * KIB)
+            finally:
+                os.close(fd)
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(random_reads, range(4)))
+        return 4 * (quarter // 2) / (time.perf_counter() - t0)
+    rounds["random 128 KiB reads cold, IOPS"] = until_settled(random_round, 3, plan.warm_max_rounds)
     paths = [os.path.join(d, f"s{i:05d}") for i in range(plan.warm_count)]
 
     def write_round():  # into an empty folder each time; the last round's files stay for the reads below
@@ -1236,7 +1246,8 @@ def report(runner, plan, targets, info, counter, elapsed):
             f"- **Warm-up** (untimed, the same on every target, right after it is mounted): a {plan.warm_bytes // MIB} MiB file "
             f"written with `fsync`, read cold (caches emptied before each read) at least {plan.warm_cold_reads} times and until two "
             "reads in a row are within 10% of each other, and once warm, "
-            "then half of its 128 KiB blocks read at random, cold (4 threads, as the random-read step), "
+            "then half of its 128 KiB blocks read at random, cold (4 threads, as the random-read step), at least 3 times "
+            "(other blocks each time) and until two rounds agree, "
             f"{plan.warm_count} small files written (8 threads) in rounds, each into an empty folder, until two rounds agree, the last round's files read, read "
             "cold (8 threads, as the small-file step) at least 3 times and until two rounds agree, stat'ed, "
             "listed (readdir, 3 times) and unlinked, and the metadata "
