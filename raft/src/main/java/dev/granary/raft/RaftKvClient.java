@@ -280,8 +280,7 @@ public final class RaftKvClient implements AutoCloseable {
                 refusal = reply.getException();
             } catch (InterruptedException e) {
                 pending.cancel(true);
-                Thread.currentThread().interrupt();
-                throw failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
+                throw interrupted(op);
             } catch (java.util.concurrent.ExecutionException e) {
                 refusal = ioCause(e); // UnorderedAsync completes a reply that carries a refusal exceptionally
             } catch (java.util.concurrent.TimeoutException e) {
@@ -297,10 +296,15 @@ public final class RaftKvClient implements AutoCloseable {
             try {
                 Thread.sleep(sleepMs);
             } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
+                throw interrupted(op);
             }
         }
+    }
+
+    /** The failure of a call whose thread was interrupted while it waited; the thread stays interrupted. */
+    private RuntimeException interrupted(String op) {
+        Thread.currentThread().interrupt();
+        return failure(op, new java.io.InterruptedIOException("interrupted while waiting for a " + op));
     }
 
     /**
