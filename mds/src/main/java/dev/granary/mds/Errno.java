@@ -10,12 +10,15 @@ import dev.granary.mds.proto.Status;
 public final class Errno {
     private Errno() {}
 
-    /** The positive Linux errno of {@code s} (0 for OK). */
+    /**
+     * The positive Linux errno of {@code s} (0 for OK); {@link Status#LEASED}, the MDS's internal
+     * answer that its client retries, as EAGAIN should one ever reach a caller.
+     */
     public static int of(Status s) {
         if (s == Status.UNRECOGNIZED) {
             throw new IllegalArgumentException("unrecognized status has no errno");
         }
-        return s.getNumber();
+        return s == Status.LEASED ? Status.EAGAIN.getNumber() : s.getNumber();
     }
 
     /** The Status of Linux errno {@code errno}, or {@link Status#EIO} when the MDS protocol has no such status. */

@@ -358,16 +358,21 @@ class TwoClientsFuseTest {
      * {@code client.deferred_create} (the default) through real mounts: a file C opens with
      * O_TRUNC and writes is C's alone until its close (B finds no such name; with C's attr_timeout
      * at 30 s nothing goes out in the background meanwhile), and whole on B from the close on.
-     * Before, the open waited for the create's Raft commit and B saw an empty file at once.
+     * Before, the open waited for the create's Raft commit and B saw an empty file at once. C
+     * takes no directory leases here: under one, B's lookup recalls it and sees the (empty) file
+     * at once, as with a synchronous create
+     * ({@link #exclusiveCreatesUnderADirectoryLeaseAreSeenByAnotherMountAndWonOnce}).
      */
     @Test
     void aFileCreatedWithOTruncOnOneClientIsSeenWholeOnAnotherFromItsClose() throws Exception {
         cluster.cluster().config().client.attrTimeout = "30s";
+        cluster.cluster().config().client.dirLease = false;
         Path mntC = tmp.resolve("c-deferred-create");
         try {
             cluster.mount(mntC);
         } finally {
             cluster.cluster().config().client.attrTimeout = "1s";
+            cluster.cluster().config().client.dirLease = true;
         }
         Files.createDirectories(mntC.resolve("dc"));
         assertTrue(Files.isDirectory(mntB.resolve("dc")));
@@ -383,6 +388,67 @@ class TwoClientsFuseTest {
             }
             assertArrayEquals(data, Files.readAllBytes(onB), "whole on B after C's close");
             assertEquals(Files.getAttribute(onC, "unix:ino"), Files.getAttribute(onB, "unix:ino"), "one inode number on both");
+        }
+    }
+
+    /**
+     * Directory leases (the default) through real mounts: A makes files one after another with
+     * O_EXCL (Java's CREATE_NEW), so it holds the directory's lease and answers them itself. B's
+     * listing, stat and O_EXCL create of a name A made wait for the recall and see A's files (B's
+     * create fails with EEXIST); and for lock files that A and B create at the same moment, each
+     * name is won by exactly one of them, 20 times over, while A keeps creating in the directory.
+     */
+    @Test
+    void exclusiveCreatesUnderADirectoryLeaseAreSeenByAnotherMountAndWonOnce() throws Exception {
+        Path dirA = Files.createDirectory(mntA.resolve("leased"));
+        Path dirB = mntB.resolve("leased");
+        int n = 50;
+        for (int i = 0; i < n; i++) {
+            Files.createFile(dirA.resolve("f" + i));
+        }
+        try (var s = Files.list(dirB)) {
+            assertEquals(n, s.count(), "B lists every file A made");
+        }
+        assertEquals(Files.getAttribute(dirA.resolve("f10"), "unix:ino"), Files.getAttribute(dirB.resolve("f10"), "unix:ino"));
+        try {
+            Files.createFile(dirB.resolve("f" + (n - 1)));
+            fail("B's O_EXCL create of a name A made succeeded");
+        } catch (java.nio.file.FileAlreadyExistsException expected) {
+            // EEXIST
+        }
+        int races = 20;
+        int[] wins = new int[2];
+        for (int r = 0; r < races; r++) {
+            for (int i = 0; i < 3; i++) {
+                Files.createFile(dirA.resolve("r" + r + "-" + i)); // A holds (or takes again) the lease
+            }
+            String name = "lock" + r;
+            java.util.concurrent.CyclicBarrier go = new java.util.concurrent.CyclicBarrier(2);
+            java.util.concurrent.ExecutorService two = java.util.concurrent.Executors.newFixedThreadPool(2);
+            try {
+                List<java.util.concurrent.Future<Boolean>> won = new ArrayList<>();
+                for (Path d : List.of(dirA, dirB)) {
+                    won.add(two.submit(() -> {
+                        go.await();
+                        try {
+                            Files.createFile(d.resolve(name));
+                            return true;
+                        } catch (java.nio.file.FileAlreadyExistsException e) {
+                            return false;
+                        }
+                    }));
+                }
+                boolean a = won.get(0).get(60, java.util.concurrent.TimeUnit.SECONDS);
+                boolean b = won.get(1).get(60, java.util.concurrent.TimeUnit.SECONDS);
+                assertTrue(a ^ b, "race " + r + ": exactly one winner (A " + a + ", B " + b + ")");
+                wins[a ? 0 : 1]++;
+            } finally {
+                two.shutdownNow();
+            }
+        }
+        System.out.printf("lock-file races under A's directory lease: A won %d, B won %d%n", wins[0], wins[1]);
+        try (var s = Files.list(dirB)) {
+            assertEquals(n + races * 4, s.count(), "B lists every file of both");
         }
     }
 

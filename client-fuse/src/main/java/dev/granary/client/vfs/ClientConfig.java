@@ -64,11 +64,18 @@ import java.time.Duration;
  *                         (default 256 MiB; 0 disables readahead). Readahead that would exceed it is
  *                         not started ({@link ReadaheadBudget}): many readers get shorter windows, the
  *                         client never runs out of memory
+ * @param dirLease         directory leases ({@link DirLeases}): a client making files one after another
+ *                         in a directory takes its lease, and then answers the creates there itself
+ *                         ({@code O_EXCL} ones too) and sends them in batches, while the MDS keeps
+ *                         other clients out of the directory until the lease is recalled or runs out
+ *                         (they wait meanwhile, at most 5 s if this client died). Needs
+ *                         {@code deferredCreate}. Default true
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
                            int inlineMax, boolean keepCache, Duration openAfterLookup, Duration lockLease,
-                           int stataheadMax, boolean deferredUnlink, boolean deferredCreate, long maxReadaheadBytes) {
+                           int stataheadMax, boolean deferredUnlink, boolean deferredCreate, long maxReadaheadBytes,
+                           boolean dirLease) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -112,74 +119,80 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
     /**
      * The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages,
      * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens,
-     * statahead of up to 32768 entries, unlinks committed before they return, O_TRUNC creates deferred, 256 MiB of read windows.
+     * statahead of up to 32768 entries, unlinks committed before they return, O_TRUNC creates deferred, 256 MiB of read windows,
+     * directory leases.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true, 256L * MIB);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true, 256L * MIB, true);
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another inline-data threshold (bytes; 0 disables). */
     public ClientConfig withInlineMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with keep_cache on or off. */
     public ClientConfig withKeepCache(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another open-after-lookup window (0 disables). */
     public ClientConfig withOpenAfterLookup(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another lock lease. */
     public ClientConfig withLockLease(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with another statahead limit (entries per directory fetch; 0 disables). */
     public ClientConfig withStataheadMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with deferred creates on or off. */
     public ClientConfig withDeferredCreate(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b, maxReadaheadBytes, dirLease);
     }
 
     /** A copy with deferred unlinks on or off. */
     public ClientConfig withDeferredUnlink(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate, maxReadaheadBytes);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate, maxReadaheadBytes, dirLease);
+    }
+
+    /** A copy with directory leases on or off. */
+    public ClientConfig withDirLease(boolean b) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, b);
     }
 
     /** A copy with another read-window budget (bytes; 0 disables readahead). */
     public ClientConfig withMaxReadaheadBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, n);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, n, dirLease);
     }
 }

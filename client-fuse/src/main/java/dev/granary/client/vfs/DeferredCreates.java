@@ -52,8 +52,12 @@ final class DeferredCreates implements AutoCloseable {
     /** Creates per batch_write at most (background sends). */
     static final int MAX_BATCH = 256;
 
-    /** One deferred create: regular file {@code name} in {@code parent} as inode {@code ino}, with {@code attr}. */
-    record Pending(Caller caller, long parent, String name, long ino, Attr attr, long bornNanos) {}
+    /**
+     * One deferred create: regular file {@code name} in {@code parent} as inode {@code ino}, with
+     * {@code attr}; {@code exclusive}: sent as an exclusive create (made under a directory lease,
+     * {@link DirLeases}), else as one that replaces an entry of the name (an O_TRUNC open).
+     */
+    record Pending(Caller caller, long parent, String name, long ino, Attr attr, long bornNanos, boolean exclusive) {}
 
     /** Told (on the sending thread) how a create ended. */
     interface Listener {
@@ -102,10 +106,11 @@ final class DeferredCreates implements AutoCloseable {
      * the caller with the caller's gid, times {@code nowNs}. The caller has checked that the name is
      * free as far as this client knows and that {@code c} may write the directory. Returns null,
      * deferring nothing, when the directory has no usable layout template or no OST is known.
+     * {@code exclusive}: the create is sent exclusive (see {@link Pending}).
      *
      * @throws FsException EIO when no inode numbers can be reserved (the MDS unreachable)
      */
-    Attr create(Caller c, Attr dir, String name, int mode, long nowNs) {
+    Attr create(Caller c, Attr dir, String name, int mode, long nowNs, boolean exclusive) {
         if (!dir.hasLayout() || dir.getLayout().getStripeSize() <= 0) {
             return null;
         }
@@ -121,7 +126,7 @@ final class DeferredCreates implements AutoCloseable {
         Attr a = Attr.newBuilder().setIno(ino).setMode(GranaryVfs.S_IFREG | (mode & 07777)).setUid(c.getUid())
                 .setGid(c.getGid()).setNlink(1).setSize(0).setAtimeNs(nowNs).setMtimeNs(nowNs).setCtimeNs(nowNs)
                 .setBlocks(0).setLayout(layout).setXattrCount(0).build();
-        Pending p = new Pending(c, dir.getIno(), name, ino, a, System.nanoTime());
+        Pending p = new Pending(c, dir.getIno(), name, ino, a, System.nanoTime(), exclusive);
         synchronized (lock) {
             byIno.put(ino, p);
             byName.put(new GranaryVfs.DentryKey(dir.getIno(), name), ino);
@@ -153,12 +158,27 @@ final class DeferredCreates implements AutoCloseable {
         }
     }
 
+    /** The directory of the file whose create of inode {@code ino} is deferred here, or 0 when none is. */
+    long pendingParent(long ino) {
+        synchronized (lock) {
+            Pending p = byIno.get(ino);
+            return p == null ? 0 : p.parent();
+        }
+    }
+
     /** The attributes of the file deferred under {@code name} in {@code parent}, or null. */
     Attr pendingAttr(long parent, String name) {
         synchronized (lock) {
             Long ino = byName.get(new GranaryVfs.DentryKey(parent, name));
             Pending p = ino == null ? null : byIno.get(ino);
             return p == null ? null : p.attr();
+        }
+    }
+
+    /** Creates answered here that the MDS has not answered yet (pending or in flight). */
+    int size() {
+        synchronized (lock) {
+            return byIno.size();
         }
     }
 
@@ -280,7 +300,8 @@ final class DeferredCreates implements AutoCloseable {
     private MdsResponse send(List<Pending> ps, MdsRequest extra) {
         List<MdsRequest> reqs = new ArrayList<>(ps.size() + 1);
         for (Pending p : ps) {
-            reqs.add(mds.createRequest(p.caller(), p.parent(), Names.encode(p.name()), p.attr().getMode(), p.ino(), true));
+            reqs.add(mds.createRequest(p.caller(), p.parent(), Names.encode(p.name()), p.attr().getMode(), p.ino(),
+                    !p.exclusive(), p.exclusive()));
         }
         if (extra != null) {
             reqs.add(extra);

@@ -130,12 +130,16 @@ public final class GranaryVfs implements AutoCloseable {
     private final DeferredUnlinks deferred;
     /** Creates answered here and sent to the MDS later ({@link ClientConfig#deferredCreate()}), or null. */
     private final DeferredCreates creates;
+    /** The directory leases this client holds ({@link ClientConfig#dirLease()}), or null. */
+    private final DirLeases leases;
     /**
      * Names the MDS just answered ENOENT for, with their directory's attributes (the kernel's
      * LOOKUP before a CREATE): a deferred create needs one, so the layout it gives the file is
      * the directory's as of that read, not one another client's setstripe outdated in the cache.
+     * The value: when that read was sent (System.nanoTime), which a directory lease must predate
+     * ({@link DirLeases#underLease}).
      */
-    private final Cache<DentryKey, Boolean> absentNames;
+    private final Cache<DentryKey, Long> absentNames;
     /**
      * Entries this client removed or renamed lately (unlink, rmdir; both names of a rename), which
      * statahead must not cache from a page the MDS read before the change. Kept for twice the cache
@@ -186,8 +190,8 @@ public final class GranaryVfs implements AutoCloseable {
      * A client core over {@code mds} (namespace) and {@code blockIo} (block data on OSTs). Neither
      * is closed by {@link #close()}: the caller owns them.
      */
-    public GranaryVfs(MdsClient mds, BlockIo blockIo, ClientConfig config) {
-        this.mds = mds;
+    public GranaryVfs(MdsClient mdsClient, BlockIo blockIo, ClientConfig config) {
+        this.mds = mdsClient.withSession(session); // this client's requests carry its session: its locks and directory leases
         this.blockIo = blockIo;
         this.config = config;
         this.dirtyBudget = new DirtyBudget(config.maxDirtyBytes());
@@ -238,6 +242,7 @@ public final class GranaryVfs implements AutoCloseable {
                         forgetEntry(p.parent(), p.name(), p.ino()); // the file was never made
                     }
                 }) : null;
+        this.leases = creates != null && config.dirLease() ? new DirLeases(mds, creates::materializeDir) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
@@ -430,6 +435,7 @@ public final class GranaryVfs implements AutoCloseable {
             deferred.awaitName(dir.getIno(), name); // the MDS must not show the entry a pending unlink removes
         }
         Attr a;
+        long sentNanos = System.nanoTime();
         try {
             if (config.openAfterLookup().isZero()) {
                 a = mds.lookup(c, dir.getIno(), encoded);
@@ -443,7 +449,7 @@ public final class GranaryVfs implements AutoCloseable {
         } catch (NoEntryException e) {
             if (creates != null && e.parent().getIno() == dir.getIno()) {
                 attrs.put(dir.getIno(), e.parent()); // fresh: a deferred create of the name takes its layout
-                absentNames.put(key, Boolean.TRUE);
+                absentNames.put(key, sentNanos);
             }
             throw e;
         }
@@ -514,7 +520,25 @@ public final class GranaryVfs implements AutoCloseable {
     private void atMds(long ino) {
         if (creates != null) {
             creates.materialize(ino);
+            if (leases != null && leases.holds(ino)) {
+                creates.materializeDir(ino); // a change of a leased directory follows the creates made in it
+            }
         }
+    }
+
+    /**
+     * close-to-open at close(2): a file created here whose create is deferred reaches the MDS now,
+     * unless its directory is leased here: then another client that opens it meanwhile waits for
+     * the lease's recall, which sends the create first ({@link DirLeases}).
+     */
+    private void atMdsForClose(long ino) {
+        if (creates != null && leases != null) {
+            long dir = creates.pendingParent(ino);
+            if (dir != 0 && leases.holds(dir)) {
+                return;
+            }
+        }
+        atMds(ino);
     }
 
     /**
@@ -1099,8 +1123,7 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public long create(Caller c, String path, int mode, int flags) {
         long changes = localChanges.get(); // before any MDS read of the file: see openHandle
-        if (creates != null && (flags & (O_EXCL | O_APPEND)) == 0 && (flags & O_TRUNC) != 0
-                && (flags & O_ACCMODE) != O_RDONLY) {
+        if (creates != null && (flags & O_APPEND) == 0 && (flags & O_ACCMODE) != O_RDONLY) {
             Long fh = createDeferred(c, path, mode, flags);
             if (fh != null) {
                 return fh;
@@ -1111,6 +1134,9 @@ public final class GranaryVfs implements AutoCloseable {
         Attr a = made.attr();
         List<Extent> extents = null;
         if (made.isNew()) {
+            if (leases != null) {
+                leases.createdWithout(c, pn.parent.getIno());
+            }
             entryAdded(pn, a);
             // The create is this open's own change, and the new file's map is known: empty. Taken
             // as a change "during the open", it made the handle read the map again, one MDS read
@@ -1138,27 +1164,45 @@ public final class GranaryVfs implements AutoCloseable {
      * The create of {@link ClientConfig#deferredCreate()}: answered here when the MDS has just
      * answered ENOENT for the name with its directory's attributes (the kernel's LOOKUP before
      * this CREATE), the directory is writable and searchable for the caller and not setgid, and
-     * nothing is under the name here (no cached entry, no unlink of it pending); returns the
-     * handle, or null when it does not qualify (the caller then creates at the MDS).
+     * nothing is under the name here (no cached entry, no unlink of it pending); and either the
+     * open truncates without {@code O_EXCL} (sent replacing whatever another client made under
+     * the name meanwhile), or this client holds the directory's lease since before that read
+     * (sent exclusive: under the lease no other client can make the name, {@link DirLeases}).
+     * Returns the handle, or null when it does not qualify (the caller then creates at the MDS).
      */
     private Long createDeferred(Caller c, String path, int mode, int flags) {
         ParentName pn = parentOf(c, path);
         Attr dir = pn.parent;
         DentryKey key = new DentryKey(dir.getIno(), pn.name);
+        Long absentSeen = absentNames.asMap().remove(key);
+        boolean truncating = (flags & (O_EXCL | O_TRUNC)) == O_TRUNC;
         if (closing
-                || absentNames.asMap().remove(key) == null // no MDS read of the name (and its directory) just before
+                || absentSeen == null // no MDS read of the name (and its directory) just before
+                || (!truncating && leases == null)
                 || dentries.getIfPresent(key) != null
                 || (dir.getMode() & 02000) != 0 // setgid directory: the MDS gives its group
                 || !permits(c, dir, W_OK | X_OK)
                 || (deferred != null && deferred.pending(dir.getIno(), pn.name))) {
             return null;
         }
-        Attr a = creates.create(c, dir, pn.name, mode, nowNs());
+        Attr a = leases == null ? null
+                : leases.underLease(dir.getIno(), absentSeen, () -> creates.create(c, dir, pn.name, mode, nowNs(), true));
+        if (a == null && truncating) {
+            a = creates.create(c, dir, pn.name, mode, nowNs(), false);
+            if (a != null && leases != null) {
+                leases.createdWithout(c, dir.getIno());
+            }
+        }
         if (a == null) {
             return null;
         }
         entryAdded(pn, a);
         return openHandle(c, a, flags, List.of(), localChanges.get());
+    }
+
+    /** Directory leases taken, ended by a recall, and creates answered under one, so far (tests, diagnostics; zeros when off). */
+    public long[] dirLeaseCounters() {
+        return leases == null ? new long[3] : leases.counters();
     }
 
     /**
@@ -1528,7 +1572,7 @@ public final class GranaryVfs implements AutoCloseable {
         OpenFile f = file(fh);
         f.flush();
         withPeersFlushed(f, false);
-        atMds(f.ino()); // close-to-open: a file created here exists at the MDS when close returns
+        atMdsForClose(f.ino()); // close-to-open: a file created here exists at the MDS when close returns
     }
 
     /** fsync(2)/fdatasync(2): same as flush (data in S3 and extents committed). EIO. */
@@ -1555,7 +1599,7 @@ public final class GranaryVfs implements AutoCloseable {
             }
             f.close();
             withPeersFlushed(f, true); // their own close or fsync reports their errors
-            atMds(f.ino());
+            atMdsForClose(f.ino());
         } finally {
             filesByIno.computeIfPresent(f.ino(), (k, set) -> {
                 set.remove(f);
@@ -1800,9 +1844,16 @@ public final class GranaryVfs implements AutoCloseable {
 
     // ------------------------------------------------------------------ filesystem, xattrs
 
-    /** statfs(2) figures from the MDS. */
+    /** statfs(2) figures from the MDS; the files this client created and has not sent yet count as used inodes. */
     public StatFsReply statfs(Caller c) {
-        return mds.statfs(c);
+        StatFsReply r = mds.statfs(c);
+        int pending = creates == null ? 0 : creates.size();
+        if (pending == 0) {
+            return r;
+        }
+        // the files this client answered but has not sent yet (deferred creates) count as used here
+        return r.toBuilder().setUsedInodes(r.getUsedInodes() + pending)
+                .setFreeInodes(Math.max(0, r.getFreeInodes() - pending)).build();
     }
 
     /** setxattr(2) with XATTR_CREATE / XATTR_REPLACE flags: EEXIST, ENODATA, ERANGE. */
@@ -1982,6 +2033,9 @@ public final class GranaryVfs implements AutoCloseable {
             } catch (RuntimeException e) {
                 LOG.warn("flush of file handle {} at close failed: {}", fh, e.getMessage());
             }
+        }
+        if (leases != null) {
+            leases.close(); // ends the leases: their directories' creates are sent first
         }
         if (creates != null) {
             creates.close(); // sends the deferred creates

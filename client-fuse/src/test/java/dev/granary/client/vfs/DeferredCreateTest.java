@@ -41,8 +41,11 @@ class DeferredCreateTest extends LocalClusterTestBase {
 
     @BeforeEach
     void setUp(TestInfo info) {
-        // A long cache timeout: nothing goes out in the background while a test looks.
-        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withCacheTimeout(Duration.ofSeconds(60)));
+        // A long cache timeout: nothing goes out in the background while a test looks. No directory
+        // leases: these tests look at the deferred creates of O_TRUNC opens without one (with one,
+        // another client's lookup recalls the lease and so sees the file: DirLeaseVfsTest).
+        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withCacheTimeout(Duration.ofSeconds(60))
+                .withDirLease(false));
         dir = "/" + info.getTestMethod().orElseThrow().getName();
         cluster.stripedDir(vfs, dir, S);
         dirIno = vfs.getattr(ROOT, dir).getIno();
@@ -213,7 +216,8 @@ class DeferredCreateTest extends LocalClusterTestBase {
     @Test
     void aFileKeptOpenReachesTheMdsWithinTheCacheTimeout() throws Exception {
         vfs.close();
-        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withCacheTimeout(Duration.ofMillis(200)));
+        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withCacheTimeout(Duration.ofMillis(200))
+                .withDirLease(false));
         long fh = create(ROOT, "slow", WTRUNC);
         long t0 = System.nanoTime();
         Attr seen = null;

@@ -21,14 +21,104 @@ public final class MdsClient implements AutoCloseable {
     /** The root directory's inode number. */
     public static final long ROOT_INO = 1;
 
-    private final MdsTransport transport;
+    /**
+     * How long a request that another client's directory lease keeps out is sent again at most:
+     * the longest lease ({@code Namespace.MAX_DIR_LEASE_NS}, 30 s) and 10 s more. A holder that
+     * died keeps it out until its lease runs out; one that lives releases it when recalled.
+     */
+    static final long LEASED_BUDGET_NS = 40_000_000_000L;
+    /** Longest pause between two sends of a request a directory lease keeps out, ms. */
+    static final long LEASED_PAUSE_MAX_MS = 20;
 
+    private final MdsTransport transport;
+    /** The session id stamped on every request: a client's locks and directory leases belong to it (0: none). */
+    private final long session;
+    private final java.util.concurrent.atomic.AtomicLong leaseRefusals = new java.util.concurrent.atomic.AtomicLong();
+
+    /** A client without a session (its requests are kept out of every leased directory until recalled). */
     public MdsClient(MdsTransport transport) {
-        this.transport = transport;
+        this(transport, 0);
     }
 
-    private static MdsRequest.Builder req(Caller c) {
-        return MdsRequest.newBuilder().setCaller(c);
+    private MdsClient(MdsTransport transport, long session) {
+        this.transport = transport;
+        this.session = session;
+    }
+
+    /**
+     * A client over the same transport whose requests carry session {@code id} (a mount's random
+     * id): the directory leases it takes are its own. Closing either closes the transport.
+     */
+    public MdsClient withSession(long id) {
+        return new MdsClient(transport, id);
+    }
+
+    /** The session id stamped on requests (0: none). */
+    public long session() {
+        return session;
+    }
+
+    /** Answers LEASED (another client's directory lease) this client got and sent again so far (tests, diagnostics). */
+    public long leaseRefusals() {
+        return leaseRefusals.get();
+    }
+
+    private MdsRequest.Builder req(Caller c) {
+        return MdsRequest.newBuilder().setCaller(c).setSession(session);
+    }
+
+    /**
+     * Sends {@code r} (a write when {@code write}, else a read) until no directory lease of another
+     * client keeps it out: on a LEASED answer, recalls that lease (once per lease: the answer says
+     * whether it already was) and sends {@code r} again after a pause (1 ms doubling up to
+     * {@value #LEASED_PAUSE_MAX_MS} ms). A batch is sent again whole (the MDS applied none of it).
+     *
+     * @throws FsException EIO when a lease still kept it out after {@link #LEASED_BUDGET_NS};
+     *     EINTR when interrupted while waiting
+     */
+    private MdsResponse send(MdsRequest r, boolean write) {
+        long deadline = 0;
+        long pauseMs = 1;
+        while (true) {
+            MdsResponse resp = write ? transport.write(r) : transport.read(r);
+            DirLease l = leasedBy(resp);
+            if (l == null) {
+                return resp;
+            }
+            leaseRefusals.incrementAndGet();
+            long now = System.nanoTime();
+            if (deadline == 0) {
+                deadline = now + LEASED_BUDGET_NS;
+            } else if (now - deadline > 0) {
+                throw new FsException(Status.EIO, "directory inode " + Long.toUnsignedString(l.getDir())
+                        + " stayed leased to another client for " + LEASED_BUDGET_NS / 1_000_000_000L + " s");
+            }
+            if (!l.getRecalled()) {
+                transport.write(MdsRequest.newBuilder().setCaller(r.getCaller()).setSession(session)
+                        .setDirLease(DirLeaseRequest.newBuilder().setDir(l.getDir()).setAction(DirLeaseAction.RECALL)).build());
+            }
+            try {
+                Thread.sleep(pauseMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new FsException(Status.EINTR, "interrupted while directory inode " + Long.toUnsignedString(l.getDir())
+                        + " was leased to another client");
+            }
+            pauseMs = Math.min(LEASED_PAUSE_MAX_MS, pauseMs * 2);
+        }
+    }
+
+    /** The lease that kept {@code r} (or a request of its batch) out, or null. */
+    private static DirLease leasedBy(MdsResponse r) {
+        if (r.getStatus() == Status.LEASED) {
+            return r.getDirLease();
+        }
+        for (MdsResponse b : r.getBatchList()) {
+            if (b.getStatus() == Status.LEASED) {
+                return b.getDirLease();
+            }
+        }
+        return null;
     }
 
     /** {@code r} when its status is OK; else its errno as an {@link FsException} (also for batch answers). */
@@ -40,11 +130,11 @@ public final class MdsClient implements AutoCloseable {
     }
 
     private MdsResponse write(MdsRequest.Builder b) {
-        return check(transport.write(b.build()));
+        return check(send(b.build(), true));
     }
 
     private MdsResponse read(MdsRequest.Builder b) {
-        return check(transport.read(b.build()));
+        return check(send(b.build(), false));
     }
 
     private static ByteString bs(byte[] b) {
@@ -82,7 +172,7 @@ public final class MdsClient implements AutoCloseable {
 
     /** A lookup's read: an ENOENT that carries the directory's attributes becomes a {@link NoEntryException}. */
     private MdsResponse lookupRead(MdsRequest.Builder b) {
-        MdsResponse r = transport.read(b.build());
+        MdsResponse r = send(b.build(), false);
         if (r.getStatus() == Status.ENOENT && r.hasAttr()) {
             throw new NoEntryException(r.getMessage(), r.getAttr());
         }
@@ -121,8 +211,13 @@ public final class MdsClient implements AutoCloseable {
      * existing name is answered with that file, created false).
      */
     public MdsRequest createRequest(Caller c, long parent, byte[] name, int mode, long ino, boolean replace) {
+        return createRequest(c, parent, name, mode, ino, replace, false);
+    }
+
+    /** As {@link #createRequest(Caller, long, byte[], int, long, boolean)}; {@code exclusive}: an existing name is EEXIST. */
+    public MdsRequest createRequest(Caller c, long parent, byte[] name, int mode, long ino, boolean replace, boolean exclusive) {
         return req(c).setCreate(CreateRequest.newBuilder().setParent(parent).setName(bs(name)).setMode(mode)
-                .setIno(ino).setReplace(replace)).build();
+                .setIno(ino).setReplace(replace).setExclusive(exclusive)).build();
     }
 
     /**
@@ -176,7 +271,8 @@ public final class MdsClient implements AutoCloseable {
      * @throws dev.granary.mds.FsException only for the transport (EIO) or a malformed batch
      */
     public List<MdsResponse> batchWrite(List<MdsRequest> requests) {
-        MdsRequest.Builder b = MdsRequest.newBuilder().setBatchWrite(BatchWriteRequest.newBuilder().addAllRequests(requests));
+        MdsRequest.Builder b = MdsRequest.newBuilder().setSession(session)
+                .setBatchWrite(BatchWriteRequest.newBuilder().addAllRequests(requests));
         if (!requests.isEmpty()) {
             b.setCaller(requests.get(0).getCaller());
         }
@@ -364,8 +460,8 @@ public final class MdsClient implements AutoCloseable {
      * with {@code granted} false. ENOENT, EINVAL.
      */
     public LockReply lock(Caller c, long ino, LockInfo lock, boolean test, long leaseNs) {
-        MdsResponse r = transport.write(req(c).setLock(LockRequest.newBuilder().setIno(ino).setLock(lock)
-                .setTest(test).setLeaseNs(leaseNs)).build());
+        MdsResponse r = send(req(c).setLock(LockRequest.newBuilder().setIno(ino).setLock(lock)
+                .setTest(test).setLeaseNs(leaseNs)).build(), true);
         if (r.getStatus() == Status.EAGAIN) {
             return new LockReply(false, r.getConflict(), r.getLeaseExpired());
         }
@@ -415,6 +511,36 @@ public final class MdsClient implements AutoCloseable {
     /** Drops the GC records {@code seqs}, whose blocks were deleted (one Raft write); returns how many were queued. Root only (EPERM). */
     public int gcDone(Caller c, List<Long> seqs) {
         return write(req(c).setGcDone(dev.granary.mds.proto.GcDoneRequest.newBuilder().addAllSeqs(seqs))).getGcDropped();
+    }
+
+    /** The answer to a directory lease acquire: {@code granted}, the lease as it stands, and the directory's attributes. */
+    public record DirLeaseReply(boolean granted, DirLease lease, Attr dir) {}
+
+    /**
+     * Takes or renews this session's lease of directory {@code dir} for {@code leaseNs} (one Raft
+     * write; rules in mds.proto {@code DirLeaseRequest}). Another session's lease, or this
+     * session's once recalled, is not an error: it comes back with {@code granted} false.
+     *
+     * @throws FsException ENOENT, ENOTDIR, EACCES, EINVAL (no session set)
+     */
+    public DirLeaseReply acquireDirLease(Caller c, long dir, long leaseNs) {
+        MdsResponse r = send(req(c).setDirLease(DirLeaseRequest.newBuilder().setDir(dir).setAction(DirLeaseAction.ACQUIRE)
+                .setLeaseNs(leaseNs)).build(), true);
+        if (r.getStatus() == Status.EAGAIN && r.hasDirLease()) {
+            return new DirLeaseReply(false, r.getDirLease(), r.getAttr());
+        }
+        check(r);
+        return new DirLeaseReply(!r.getDirLease().getRecalled(), r.getDirLease(), r.getAttr());
+    }
+
+    /** Ends this session's lease of directory {@code dir}, if it holds it (one Raft write). */
+    public void releaseDirLease(Caller c, long dir) {
+        write(req(c).setDirLease(DirLeaseRequest.newBuilder().setDir(dir).setAction(DirLeaseAction.RELEASE)));
+    }
+
+    /** Directory {@code dir}'s lease as it stands (one read; holder 0: none). */
+    public DirLease dirLeaseStatus(Caller c, long dir) {
+        return read(req(c).setDirLease(DirLeaseRequest.newBuilder().setDir(dir).setAction(DirLeaseAction.STATUS))).getDirLease();
     }
 
     @Override

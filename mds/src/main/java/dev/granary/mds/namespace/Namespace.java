@@ -7,6 +7,7 @@ import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.CreateRequest;
 import dev.granary.mds.proto.DirEntry;
+import dev.granary.mds.proto.DirLease;
 import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.GcBlock;
 import dev.granary.mds.proto.Layout;
@@ -23,6 +24,7 @@ import dev.granary.mds.proto.Status;
 import dev.granary.mds.schema.BufferedTxn;
 import dev.granary.mds.schema.MdsSchema;
 import dev.granary.mds.schema.proto.DentryRecord;
+import dev.granary.mds.schema.proto.DirLeaseRecord;
 import dev.granary.mds.schema.proto.GcRecord;
 import dev.granary.mds.schema.proto.InodeRecord;
 import dev.granary.mds.schema.proto.LockTableRecord;
@@ -326,6 +328,12 @@ public final class Namespace {
 
     private DentryRecord dentry(long parent, byte[] name) {
         return MdsSchema.getDentry(txn, parent, name, epoch);
+    }
+
+    /** The inode number {@code name} in {@code parent} names, or 0 when none (no permission check). */
+    public long childIno(long parent, byte[] name) {
+        DentryRecord d = dentry(parent, name);
+        return d == null ? 0 : d.getIno();
     }
 
     private boolean isEmptyDir(long ino) {
@@ -823,6 +831,7 @@ public final class Namespace {
         }
         MdsSchema.deleteDentry(txn, parent, name, epoch);
         destroyInode(d.getIno(), victim, now);
+        MdsSchema.deleteDirLease(txn, d.getIno());
         touchDir(parent, now, -1);
         return removedAttr(d.getIno());
     }
@@ -1624,6 +1633,85 @@ public final class Namespace {
     private boolean sessionAlive(long id, long now) {
         SessionRecord r = MdsSchema.getSession(txn, id);
         return r != null && r.getExpiresNs() >= now;
+    }
+
+    // =============================================================================== directory leases
+
+    /** Shortest and longest directory lease a client may ask for (mds.proto DirLeaseRequest). */
+    public static final long MIN_DIR_LEASE_NS = 100_000_000L, MAX_DIR_LEASE_NS = 30_000_000_000L;
+
+    /**
+     * Takes or renews the lease of directory {@code dir} for session {@code session}, for
+     * {@code leaseNs} (clamped to [100 ms, 30 s]) from {@code now}. Another session's lease still
+     * running is answered as it stands and left alone (the caller answers EAGAIN); a lease of this
+     * session that was recalled is not renewed (its holder is to release it). Rules: mds.proto
+     * {@code DirLeaseRequest}, after CephFS's directory capabilities for asynchronous creates.
+     *
+     * @throws FsException ENOENT, ENOTDIR, EACCES (no write and search permission on the
+     *     directory: a lease keeps other clients out of it), EINVAL (session 0), EROFS
+     */
+    public DirLease acquireDirLease(Caller c, long dir, long session, long leaseNs, long now) {
+        requireWritable();
+        InodeRecord d = dir(dir);
+        access(c, d, W | X, "write and search on directory inode " + Long.toUnsignedString(dir));
+        if (session == 0) {
+            throw err(Status.EINVAL, "a directory lease needs a session");
+        }
+        DirLeaseRecord old = MdsSchema.getDirLease(txn, dir);
+        if (old != null && old.getExpiresNs() > now && (old.getHolder() != session || old.getRecalled())) {
+            return toDirLease(dir, old);
+        }
+        long expires = now + Math.max(MIN_DIR_LEASE_NS, Math.min(MAX_DIR_LEASE_NS, leaseNs));
+        DirLeaseRecord rec = DirLeaseRecord.newBuilder().setHolder(session).setExpiresNs(expires).build();
+        MdsSchema.putDirLease(txn, dir, rec);
+        return toDirLease(dir, rec);
+    }
+
+    /** Ends directory {@code dir}'s lease if {@code session} holds it (else changes nothing). EROFS. */
+    public void releaseDirLease(long dir, long session) {
+        requireWritable();
+        DirLeaseRecord old = MdsSchema.getDirLease(txn, dir);
+        if (old != null && old.getHolder() == session) {
+            MdsSchema.deleteDirLease(txn, dir);
+        }
+    }
+
+    /**
+     * Asks the holder of directory {@code dir}'s lease to end it (marks it recalled; the holder
+     * sees that in its next status read or renewal); returns the lease as it now stands (holder 0:
+     * none running at {@code now}). EROFS.
+     */
+    public DirLease recallDirLease(long dir, long now) {
+        requireWritable();
+        DirLeaseRecord old = MdsSchema.getDirLease(txn, dir);
+        if (old == null || old.getExpiresNs() <= now) {
+            return DirLease.newBuilder().setDir(dir).build();
+        }
+        if (!old.getRecalled()) {
+            old = old.toBuilder().setRecalled(true).build();
+            MdsSchema.putDirLease(txn, dir, old);
+        }
+        return toDirLease(dir, old);
+    }
+
+    /** Directory {@code dir}'s lease running at {@code now} (holder 0: none). */
+    public DirLease dirLease(long dir, long now) {
+        DirLeaseRecord r = MdsSchema.getDirLease(txn, dir);
+        return r == null || r.getExpiresNs() <= now ? DirLease.newBuilder().setDir(dir).build() : toDirLease(dir, r);
+    }
+
+    /**
+     * The lease of directory {@code dir} that keeps session {@code session} out at {@code now}:
+     * another session's, still running; null when there is none.
+     */
+    public DirLease dirLeaseAgainst(long dir, long session, long now) {
+        DirLeaseRecord r = MdsSchema.getDirLease(txn, dir);
+        return r == null || r.getExpiresNs() <= now || r.getHolder() == session ? null : toDirLease(dir, r);
+    }
+
+    private static DirLease toDirLease(long dir, DirLeaseRecord r) {
+        return DirLease.newBuilder().setDir(dir).setHolder(r.getHolder()).setExpiresNs(r.getExpiresNs())
+                .setRecalled(r.getRecalled()).build();
     }
 
     // =============================================================================== OST / OSS

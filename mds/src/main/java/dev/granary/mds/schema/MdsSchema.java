@@ -9,6 +9,7 @@ import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.schema.proto.DentryRecord;
 import dev.granary.mds.schema.proto.GcRecord;
 import dev.granary.mds.schema.proto.LockTableRecord;
+import dev.granary.mds.schema.proto.DirLeaseRecord;
 import dev.granary.mds.schema.proto.SessionRecord;
 import dev.granary.mds.schema.proto.InodeRecord;
 import dev.granary.mds.schema.proto.UsageRecord;
@@ -90,6 +91,7 @@ public final class MdsSchema {
     private static final byte[] META_OSS_PREFIX = ascii("oss/");
     private static final byte[] META_LOCK_PREFIX = ascii("lock/");
     private static final byte[] META_SESSION_PREFIX = ascii("session/");
+    private static final byte[] META_DIR_LEASE_PREFIX = ascii("dirlease/");
 
     // ------------------------------------------------------------------ key building blocks
 
@@ -505,6 +507,22 @@ public final class MdsSchema {
     /** Stores session {@code id}. */
     public static void putSession(KvTxn t, long id, SessionRecord rec) {
         t.put(META, concat(META_SESSION_PREFIX, be64(id)), rec.toByteArray());
+    }
+
+    /** The lease record of directory {@code dir}, or null when none was taken (or it was released). */
+    public static DirLeaseRecord getDirLease(KvReader r, long dir) {
+        byte[] v = r.get(META, concat(META_DIR_LEASE_PREFIX, be64(dir)));
+        return v == null ? null : parse(DirLeaseRecord.parser(), v, "directory lease");
+    }
+
+    /** Stores directory {@code dir}'s lease record. */
+    public static void putDirLease(KvTxn t, long dir, DirLeaseRecord rec) {
+        t.put(META, concat(META_DIR_LEASE_PREFIX, be64(dir)), rec.toByteArray());
+    }
+
+    /** Drops directory {@code dir}'s lease record (released, or the directory removed). */
+    public static void deleteDirLease(KvTxn t, long dir) {
+        t.delete(META, concat(META_DIR_LEASE_PREFIX, be64(dir)));
     }
 
     // ------------------------------------------------------------------ gc

@@ -4,6 +4,7 @@ import com.google.protobuf.InvalidProtocolBufferException;
 import dev.granary.mds.FsException;
 import dev.granary.mds.namespace.Namespace;
 import dev.granary.mds.proto.Attr;
+import dev.granary.mds.proto.DirLease;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.MdsRequest;
 import dev.granary.mds.proto.MdsResponse;
@@ -77,6 +78,15 @@ public final class MdsStateMachine implements KvApplier {
         }
         if (r.getOpCase() == MdsRequest.OpCase.BATCH_WRITE) {
             MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
+            MdsResponse leased = batchLeased(r, txn);
+            if (leased != null) {
+                // a directory lease keeps one of them out: none is applied (the later ones may
+                // depend on it), and each is answered LEASED, to be sent again after the recall
+                for (int i = 0; i < r.getBatchWrite().getRequestsCount(); i++) {
+                    out.addBatch(leased);
+                }
+                return out.build().toByteArray();
+            }
             for (MdsRequest one : r.getBatchWrite().getRequestsList()) {
                 if (one.getOpCase() == MdsRequest.OpCase.BATCH_WRITE || one.getOpCase() == MdsRequest.OpCase.BATCH_READ) {
                     out.addBatch(errorResponse(Status.EINVAL, "a batch inside a batch_write"));
@@ -89,6 +99,18 @@ public final class MdsStateMachine implements KvApplier {
             return out.build().toByteArray();
         }
         return applyOne(logIndex, r, txn).toByteArray();
+    }
+
+    /** The LEASED answer for the first request of batch_write {@code r} a directory lease keeps out, else null. */
+    private static MdsResponse batchLeased(MdsRequest r, KvTxn txn) {
+        Namespace ns = Namespace.live(new BufferedTxn(txn));
+        for (MdsRequest one : r.getBatchWrite().getRequestsList()) {
+            DirLease l = leaseAgainst(ns, one, r.getNowNs());
+            if (l != null) {
+                return leasedResponse(l);
+            }
+        }
+        return null;
     }
 
     private MdsResponse applyOne(long logIndex, MdsRequest r, KvTxn txn) {
@@ -138,7 +160,8 @@ public final class MdsStateMachine implements KvApplier {
             if (r.getOpCase() == MdsRequest.OpCase.BATCH_READ) {
                 throw new FsException(Status.EINVAL, "a batch_read inside a batch_read");
             }
-            return dispatch(ns, r, false);
+            // a read is no log entry: directory leases run out by this peer's clock
+            return dispatch(ns, r.toBuilder().setNowNs(System.currentTimeMillis() * 1_000_000L).build(), false);
         } catch (FsException e) {
             return errorResponse(e.status(), message(e));
         }
@@ -158,10 +181,55 @@ public final class MdsStateMachine implements KvApplier {
         return MdsResponse.newBuilder().setStatus(s).setMessage(message).build();
     }
 
+    /**
+     * The directory lease that keeps request {@code r} out at {@code now} (another session's, still
+     * running, on a directory whose entries {@code r} reads or changes, or on the directory it
+     * changes), or null. The rules: mds.proto {@code DirLeaseRequest}.
+     */
+    static DirLease leaseAgainst(Namespace ns, MdsRequest r, long now) {
+        long s = r.getSession();
+        long[] dirs = switch (r.getOpCase()) {
+            case LOOKUP -> new long[] {r.getLookup().getParent()};
+            case READDIR -> new long[] {r.getReaddir().getIno()};
+            case CREATE -> new long[] {r.getCreate().getParent()};
+            case MKDIR -> new long[] {r.getMkdir().getParent()};
+            case SYMLINK -> new long[] {r.getSymlink().getParent()};
+            case LINK -> new long[] {r.getLink().getNewParent()};
+            case UNLINK -> new long[] {r.getUnlink().getParent()};
+            case RMDIR -> new long[] {r.getRmdir().getParent(),
+                    ns.childIno(r.getRmdir().getParent(), r.getRmdir().getName().toByteArray())};
+            case RENAME -> new long[] {r.getRename().getSrcParent(), r.getRename().getDstParent()};
+            case SETATTR -> new long[] {r.getSetattr().getIno()};
+            case SETXATTR -> new long[] {r.getSetxattr().getIno()};
+            case REMOVEXATTR -> new long[] {r.getRemovexattr().getIno()};
+            case SETLAYOUT -> new long[] {r.getSetlayout().getIno()};
+            default -> null;
+        };
+        if (dirs == null) {
+            return null;
+        }
+        for (long d : dirs) {
+            DirLease l = d == 0 ? null : ns.dirLeaseAgainst(d, s, now);
+            if (l != null) {
+                return l;
+            }
+        }
+        return null;
+    }
+
+    private static MdsResponse leasedResponse(DirLease l) {
+        return MdsResponse.newBuilder().setStatus(Status.LEASED).setDirLease(l)
+                .setMessage("directory inode " + Long.toUnsignedString(l.getDir()) + " is leased to another client").build();
+    }
+
     private static MdsResponse dispatch(Namespace ns, MdsRequest r, boolean mutable) {
         Caller c = r.getCaller();
         long now = r.getNowNs();
         MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
+        DirLease leased = leaseAgainst(ns, r, now);
+        if (leased != null) {
+            return leasedResponse(leased);
+        }
         switch (r.getOpCase()) {
             // ---- reads
             case LOOKUP -> {
@@ -209,6 +277,19 @@ public final class MdsStateMachine implements KvApplier {
                 var q = r.getGcList();
                 Namespace.GcPage p = ns.gcList(c, q.getFromSeq(), q.getLimit(), q.getDeadBeforeNs());
                 out.addAllGc(p.blocks()).setMore(p.more());
+            }
+            case DIR_LEASE -> {
+                var q = r.getDirLease();
+                switch (q.getAction()) {
+                    case STATUS -> out.setDirLease(ns.dirLease(q.getDir(), now));
+                    case ACQUIRE, RELEASE, RECALL -> {
+                        if (!mutable) {
+                            throw new FsException(Status.EINVAL, "dir_lease " + q.getAction() + " is a mutation: send it as a write");
+                        }
+                        mutate(ns, r, c, now, out);
+                    }
+                    default -> throw new FsException(Status.EINVAL, "unknown dir_lease action " + q.getActionValue());
+                }
             }
             case OP_NOT_SET -> throw new FsException(Status.EINVAL, "request without an operation");
             default -> {
@@ -307,6 +388,22 @@ public final class MdsStateMachine implements KvApplier {
             case REGISTER_OST -> ns.registerOst(c, r.getRegisterOst().getOst());
             case REGISTER_OSS -> ns.registerOss(c, r.getRegisterOss().getOss());
             case GC_DONE -> out.setGcDropped(ns.gcDone(c, r.getGcDone().getSeqsList()));
+            case DIR_LEASE -> {
+                var q = r.getDirLease();
+                switch (q.getAction()) {
+                    case ACQUIRE -> {
+                        DirLease l = ns.acquireDirLease(c, q.getDir(), r.getSession(), q.getLeaseNs(), now);
+                        out.setDirLease(l).setAttr(ns.getattr(c, q.getDir()));
+                        if (l.getHolder() != r.getSession()) {
+                            out.setStatus(Status.EAGAIN).setMessage("directory inode " + Long.toUnsignedString(q.getDir())
+                                    + " is leased to another client");
+                        }
+                    }
+                    case RELEASE -> ns.releaseDirLease(q.getDir(), r.getSession());
+                    case RECALL -> out.setDirLease(ns.recallDirLease(q.getDir(), now));
+                    default -> throw new FsException(Status.EINVAL, "dir_lease " + q.getAction() + " is a read");
+                }
+            }
             default -> throw new FsException(Status.ENOSYS, "operation " + r.getOpCase() + " is not supported");
         }
     }

@@ -303,7 +303,8 @@ public final class Nodes {
                 .withLockLease(Sizes.parseDuration(cfg.client.lockLease))
                 .withStataheadMax(cfg.client.stataheadMax)
                 .withDeferredUnlink(cfg.client.deferredUnlink)
-                .withDeferredCreate(cfg.client.deferredCreate);
+                .withDeferredCreate(cfg.client.deferredCreate)
+                .withDirLease(cfg.client.dirLease);
     }
 
     /**

@@ -1,0 +1,251 @@
+package dev.granary.client.vfs;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import dev.granary.mds.client.MdsClient;
+import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.DirLease;
+import java.time.Duration;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.LongConsumer;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The directory leases this client holds (mds.proto {@code DirLeaseRequest}; after CephFS's
+ * directory capabilities, under which its clients create files asynchronously). While this client
+ * holds a directory's lease, the MDS keeps every other client out of the directory's entries, so
+ * a name the MDS answered absent after the grant stays absent for everyone else: an
+ * {@code O_EXCL} create of it can be answered here and sent later ({@link DeferredCreates}), and
+ * no other client can contradict the answer or see the directory without the file.
+ *
+ * <p>Life of a lease:
+ * <ul>
+ *   <li><b>taken</b> when this client makes its second file in a directory within
+ *       {@link #TRIGGER_NS} ({@link #createdWithout}; one Raft write), for {@link #LEASE_NS};</li>
+ *   <li><b>used</b> locally until {@link #MARGIN_NS} before it runs out, counted from when its
+ *       grant was sent (the margin covers clock rates and the time the deferred creates take to
+ *       reach the MDS); renewed while creates go on;</li>
+ *   <li><b>ended</b> when no create used it for {@link #IDLE_NS}, when another client recalled it
+ *       (polled every {@link #POLL_MS} ms: that client waits meanwhile), or before it runs out:
+ *       no create is answered under it any more, its directory's deferred creates are sent and
+ *       answered, then it is released. So another client that reads the directory after this
+ *       client's close sees the file (close-to-open).</li>
+ * </ul>
+ * A client that dies with a lease keeps other clients out until the lease runs out (at most
+ * {@link #LEASE_NS}) and loses the creates it had not sent, as a local filesystem loses the
+ * creates of a crash before the directory's fsync. Thread-safe.
+ */
+final class DirLeases implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(DirLeases.class);
+    /** Lease asked for, ns. */
+    static final long LEASE_NS = 5_000_000_000L;
+    /** The lease is used locally until this long before it runs out (from when its grant was sent), ns. */
+    static final long MARGIN_NS = 1_500_000_000L;
+    /** A lease in use is renewed when less than this is left of its local use, ns. */
+    static final long RENEW_AHEAD_NS = 2_500_000_000L;
+    /** A lease no create used for this long is ended, ns. */
+    static final long IDLE_NS = 200_000_000L;
+    /** A lease is ended this long before its local use runs out, if not renewed by then, ns. */
+    static final long END_AHEAD_NS = 200_000_000L;
+    /** A second create in one directory within this time takes its lease, ns. */
+    static final long TRIGGER_NS = 1_000_000_000L;
+    /** How often a held lease's recall is polled (one MDS read each), ms. */
+    static final long POLL_MS = 10;
+    /** Leases held at most at once: each costs a poll every {@link #POLL_MS}. */
+    static final int MAX_HELD = 16;
+
+    /** One held lease. {@code rw}: creates answered under it take the read lock; ending it, the write lock. */
+    private static final class Held {
+        final long dir;
+        final Caller caller;
+        final ReentrantReadWriteLock rw = new ReentrantReadWriteLock();
+        /** When its grant arrived (System.nanoTime): names seen absent before are not trusted. */
+        final long grantedNanos;
+        volatile long validUntilNanos;
+        volatile long lastUseNanos;
+        /** Set under the write lock: nothing more is answered under it. */
+        boolean ending;
+
+        Held(long dir, Caller caller, long grantedNanos, long validUntilNanos) {
+            this.dir = dir;
+            this.caller = caller;
+            this.grantedNanos = grantedNanos;
+            this.validUntilNanos = validUntilNanos;
+            this.lastUseNanos = grantedNanos;
+        }
+    }
+
+    private final MdsClient mds;
+    /** Sends a directory's deferred creates and waits for the MDS's answers. */
+    private final LongConsumer flushDir;
+    private final ConcurrentHashMap<Long, Held> held = new ConcurrentHashMap<>();
+    /** The last create in each directory that was not answered under a lease (System.nanoTime). */
+    private final Cache<Long, Long> lastCreate = Caffeine.newBuilder().executor(Runnable::run)
+            .expireAfterWrite(Duration.ofNanos(TRIGGER_NS)).maximumSize(10_000).build();
+    /** Directories whose lease was refused lately (another client holds it, no permission): not asked again for a while. */
+    private final Cache<Long, Boolean> refused = Caffeine.newBuilder().executor(Runnable::run)
+            .expireAfterWrite(Duration.ofNanos(TRIGGER_NS)).maximumSize(10_000).build();
+    private final ScheduledExecutorService timer;
+    private final AtomicLong grants = new AtomicLong();
+    private final AtomicLong recalls = new AtomicLong();
+    private final AtomicLong answered = new AtomicLong();
+    private volatile boolean closed;
+
+    /** Leases over {@code mds} (a client with its session); {@code flushDir} sends a directory's deferred creates and waits. */
+    DirLeases(MdsClient mds, LongConsumer flushDir) {
+        this.mds = mds;
+        this.flushDir = flushDir;
+        this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "granary-dir-leases");
+            t.setDaemon(true);
+            return t;
+        });
+        timer.scheduleWithFixedDelay(this::tick, POLL_MS, POLL_MS, TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * Runs {@code action} under the lease of directory {@code dir} and returns its result, when
+     * this client holds that lease, may still use it, and the name concerned was seen absent at
+     * the MDS by a read sent at {@code absentSeenNanos} (System.nanoTime), after the grant; else
+     * returns null without running it. The lease cannot end while {@code action} runs.
+     */
+    <T> T underLease(long dir, long absentSeenNanos, Supplier<T> action) {
+        Held h = held.get(dir);
+        if (h == null) {
+            return null;
+        }
+        h.rw.readLock().lock();
+        try {
+            long now = System.nanoTime();
+            if (h.ending || now - h.validUntilNanos >= 0 || absentSeenNanos - h.grantedNanos < 0) {
+                return null;
+            }
+            h.lastUseNanos = now;
+            T r = action.get();
+            if (r != null) {
+                answered.incrementAndGet();
+            }
+            return r;
+        } finally {
+            h.rw.readLock().unlock();
+        }
+    }
+
+    /** True when this client holds directory {@code dir}'s lease and it has not begun to end. */
+    boolean holds(long dir) {
+        Held h = held.get(dir);
+        return h != null && !h.ending && System.nanoTime() - h.validUntilNanos < 0;
+    }
+
+    /**
+     * A file was made in directory {@code dir} (by caller {@code c}) without the lease: the second
+     * within {@link #TRIGGER_NS} takes the lease (one Raft write), so the creates that follow can
+     * be answered here. A refusal (another client holds it, no write permission) is not an error:
+     * the creates go on as before, and the lease is not asked for again for a while.
+     */
+    void createdWithout(Caller c, long dir) {
+        if (closed || held.containsKey(dir) || held.size() >= MAX_HELD || refused.getIfPresent(dir) != null) {
+            return;
+        }
+        long now = System.nanoTime();
+        Long last = lastCreate.asMap().put(dir, now);
+        if (last == null || now - last > TRIGGER_NS) {
+            return;
+        }
+        long sent = System.nanoTime();
+        try {
+            MdsClient.DirLeaseReply r = mds.acquireDirLease(c, dir, LEASE_NS);
+            if (!r.granted()) {
+                refused.put(dir, Boolean.TRUE);
+                return;
+            }
+            Held h = new Held(dir, c, System.nanoTime(), sent + LEASE_NS - MARGIN_NS);
+            if (held.putIfAbsent(dir, h) == null) {
+                grants.incrementAndGet();
+            }
+        } catch (RuntimeException e) {
+            refused.put(dir, Boolean.TRUE);
+            LOG.debug("directory lease of inode {} not taken: {}", dir, e.getMessage());
+        }
+    }
+
+    /** Background: ends idle, recalled and expiring leases; renews those in use. */
+    private void tick() {
+        for (Held h : held.values()) {
+            try {
+                long now = System.nanoTime();
+                boolean end = now - h.lastUseNanos > IDLE_NS || h.validUntilNanos - now < END_AHEAD_NS;
+                if (!end) {
+                    DirLease l = mds.dirLeaseStatus(h.caller, h.dir);
+                    if (l.getHolder() != mds.session() || l.getRecalled()) {
+                        recalls.incrementAndGet();
+                        end = true;
+                    }
+                }
+                if (!end && h.validUntilNanos - now < RENEW_AHEAD_NS) {
+                    long sent = System.nanoTime();
+                    if (mds.acquireDirLease(h.caller, h.dir, LEASE_NS).granted()) {
+                        h.validUntilNanos = sent + LEASE_NS - MARGIN_NS;
+                    } else {
+                        recalls.incrementAndGet();
+                        end = true;
+                    }
+                }
+                if (end) {
+                    end(h);
+                }
+            } catch (RuntimeException e) {
+                LOG.warn("directory lease of inode {}: {}; ending it", h.dir, GranaryVfs.rootMessage(e));
+                end(h);
+            }
+        }
+    }
+
+    /** Ends lease {@code h}: nothing more is answered under it, its directory's deferred creates are sent, then it is released. */
+    private void end(Held h) {
+        h.rw.writeLock().lock();
+        try {
+            h.ending = true;
+        } finally {
+            h.rw.writeLock().unlock();
+        }
+        try {
+            flushDir.accept(h.dir);
+        } catch (RuntimeException e) {
+            LOG.warn("sending the deferred creates of directory inode {} failed: {}", h.dir, GranaryVfs.rootMessage(e));
+        }
+        try {
+            mds.releaseDirLease(h.caller, h.dir);
+        } catch (RuntimeException e) {
+            LOG.debug("releasing the lease of directory inode {} failed (it runs out by itself): {}", h.dir, e.getMessage());
+        }
+        held.remove(h.dir, h);
+    }
+
+    /** Leases taken, leases ended because another client recalled them, and creates answered under a lease so far (tests, diagnostics). */
+    long[] counters() {
+        return new long[] {grants.get(), recalls.get(), answered.get()};
+    }
+
+    /** Ends every lease (sending their directories' deferred creates) and stops the background thread. */
+    @Override
+    public void close() {
+        closed = true;
+        timer.shutdownNow();
+        try {
+            timer.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (Held h : held.values()) {
+            end(h);
+        }
+    }
+}
