@@ -64,9 +64,9 @@ import java.time.Duration;
  *                         (default 256 MiB; 0 disables readahead). Readahead that would exceed it is
  *                         not started ({@link ReadaheadBudget}): many readers get shorter windows, the
  *                         client never runs out of memory
- * @param dirLease         directory leases ({@link DirLeases}): a client making files one after another
- *                         in a directory takes its lease, and then answers the creates there itself
- *                         ({@code O_EXCL} ones too) and sends them in batches, while the MDS keeps
+ * @param dirLease         directory leases ({@link DirLeases}): a client making or removing files one
+ *                         after another in a directory takes its lease, and then answers the creates
+ *                         ({@code O_EXCL} ones too) and unlinks there itself and sends them in batches, while the MDS keeps
  *                         other clients out of the directory until the lease is recalled or runs out
  *                         (they wait meanwhile, at most 5 s if this client died). Needs
  *                         {@code deferredCreate}. Default true

@@ -102,6 +102,13 @@ final class DeferredUnlinks implements AutoCloseable {
         }
     }
 
+    /** True when no removal is queued or in flight. */
+    boolean isEmpty() {
+        synchronized (lock) {
+            return perName.isEmpty();
+        }
+    }
+
     /** True when a removal of {@code name} in {@code parent} is queued or in flight. */
     boolean pending(long parent, String name) {
         synchronized (lock) {

@@ -28,14 +28,14 @@ import org.slf4j.LoggerFactory;
  * <p>Life of a lease:
  * <ul>
  *   <li><b>taken</b> when this client makes its second file in a directory within
- *       {@link #TRIGGER_NS} ({@link #createdWithout}; one Raft write), for {@link #LEASE_NS};</li>
+ *       {@link #TRIGGER_NS} ({@link #changedWithout}; one Raft write), for {@link #LEASE_NS};</li>
  *   <li><b>used</b> locally until {@link #MARGIN_NS} before it runs out, counted from when its
  *       grant was sent (the margin covers clock rates and the time the deferred creates take to
  *       reach the MDS); renewed while creates go on;</li>
  *   <li><b>ended</b> when no create used it for {@link #IDLE_NS}, when another client recalled it
  *       (polled every {@link #POLL_MS} ms: that client waits meanwhile), or before it runs out:
- *       no create is answered under it any more, its directory's deferred creates are sent and
- *       answered, then it is released. So another client that reads the directory after this
+ *       no create or unlink is answered under it any more, its directory's deferred creates and
+ *       unlinks are sent and answered, then it is released. So another client that reads the directory after this
  *       client's close sees the file (close-to-open).</li>
  * </ul>
  * A client that dies with a lease keeps other clients out until the lease runs out (at most
@@ -71,7 +71,7 @@ final class DirLeases implements AutoCloseable {
         volatile long validUntilNanos;
         volatile long lastUseNanos;
         /** Set under the write lock: nothing more is answered under it. */
-        boolean ending;
+        volatile boolean ending;
 
         Held(long dir, Caller caller, long grantedNanos, long validUntilNanos) {
             this.dir = dir;
@@ -83,7 +83,7 @@ final class DirLeases implements AutoCloseable {
     }
 
     private final MdsClient mds;
-    /** Sends a directory's deferred creates and waits for the MDS's answers. */
+    /** Sends a directory's deferred creates and unlinks and waits for the MDS's answers. */
     private final LongConsumer flushDir;
     private final ConcurrentHashMap<Long, Held> held = new ConcurrentHashMap<>();
     /** The last create in each directory that was not answered under a lease (System.nanoTime). */
@@ -98,7 +98,10 @@ final class DirLeases implements AutoCloseable {
     private final AtomicLong answered = new AtomicLong();
     private volatile boolean closed;
 
-    /** Leases over {@code mds} (a client with its session); {@code flushDir} sends a directory's deferred creates and waits. */
+    /**
+     * Leases over {@code mds} (a client with its session); {@code flushDir} sends a directory's
+     * deferred creates and unlinks and waits for their answers.
+     */
     DirLeases(MdsClient mds, LongConsumer flushDir) {
         this.mds = mds;
         this.flushDir = flushDir;
@@ -138,6 +141,16 @@ final class DirLeases implements AutoCloseable {
         }
     }
 
+    /**
+     * Runs {@code action} under the lease of directory {@code dir} when this client holds it and
+     * may still use it (for a change of an entry this client knows, such as an unlink), and
+     * returns its result; else returns null without running it.
+     */
+    <T> T whileHeld(long dir, Supplier<T> action) {
+        Held h = held.get(dir);
+        return h == null ? null : underLease(dir, h.grantedNanos, action);
+    }
+
     /** True when this client holds directory {@code dir}'s lease and it has not begun to end. */
     boolean holds(long dir) {
         Held h = held.get(dir);
@@ -145,12 +158,12 @@ final class DirLeases implements AutoCloseable {
     }
 
     /**
-     * A file was made in directory {@code dir} (by caller {@code c}) without the lease: the second
-     * within {@link #TRIGGER_NS} takes the lease (one Raft write), so the creates that follow can
-     * be answered here. A refusal (another client holds it, no write permission) is not an error:
+     * A file was made or removed in directory {@code dir} (by caller {@code c}) without the lease:
+     * the second within {@link #TRIGGER_NS} takes the lease (one Raft write), so the creates and
+     * unlinks that follow can be answered here. A refusal (another client holds it, no write permission) is not an error:
      * the creates go on as before, and the lease is not asked for again for a while.
      */
-    void createdWithout(Caller c, long dir) {
+    void changedWithout(Caller c, long dir) {
         if (closed || held.containsKey(dir) || held.size() >= MAX_HELD || refused.getIfPresent(dir) != null) {
             return;
         }
@@ -208,7 +221,7 @@ final class DirLeases implements AutoCloseable {
         }
     }
 
-    /** Ends lease {@code h}: nothing more is answered under it, its directory's deferred creates are sent, then it is released. */
+    /** Ends lease {@code h}: nothing more is answered under it, its directory's deferred changes are sent, then it is released. */
     private void end(Held h) {
         h.rw.writeLock().lock();
         try {

@@ -214,7 +214,10 @@ public final class GranaryVfs implements AutoCloseable {
         this.lookupMaps = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
         this.recentlyChanged = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(1_000_000).build();
-        this.deferred = config.deferredUnlink() ? new DeferredUnlinks(mds, new DeferredUnlinks.Outcome() {
+        // deferred unlinks: every qualifying one with client.deferred_unlink, else those in a
+        // directory this client holds the lease of (no other client can see the name meanwhile)
+        boolean leased = config.dirLease() && config.deferredCreate() && !config.cacheTimeout().isZero();
+        this.deferred = config.deferredUnlink() || leased ? new DeferredUnlinks(mds, new DeferredUnlinks.Outcome() {
             @Override
             public void removed(DeferredUnlinks.Unlink u, Attr parentAttr) {
                 recentlyChanged.put(new DentryKey(u.parent(), u.name()), Boolean.TRUE); // from now on, for a full window
@@ -242,7 +245,10 @@ public final class GranaryVfs implements AutoCloseable {
                         forgetEntry(p.parent(), p.name(), p.ino()); // the file was never made
                     }
                 }) : null;
-        this.leases = creates != null && config.dirLease() ? new DirLeases(mds, creates::materializeDir) : null;
+        this.leases = leased ? new DirLeases(mds, dir -> {
+            creates.materializeDir(dir);
+            deferred.awaitDir(dir);
+        }) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
@@ -873,7 +879,7 @@ public final class GranaryVfs implements AutoCloseable {
     public void rmdir(Caller c, String path) {
         ParentName pn = parentOf(c, path);
         Long child = dentries.getIfPresent(new DentryKey(pn.parent.getIno(), pn.name));
-        if (deferred != null || (creates != null && !creates.isEmpty())) {
+        if ((deferred != null && !deferred.isEmpty()) || (creates != null && !creates.isEmpty())) {
             long dir = child != null ? child : lookup(c, path).getIno();
             if (deferred != null) {
                 deferred.awaitDir(dir); // its files' pending unlinks first
@@ -906,18 +912,31 @@ public final class GranaryVfs implements AutoCloseable {
             // handle's fstat, must show the removal at once (POSIX), which only the MDS can give.
             if (ca != null && !isDir(ca) && ca.getNlink() == 1 && !filesByIno.containsKey(child)
                     && permits(c, p, W_OK | X_OK) && ((p.getMode() & 01000) == 0 || c.getUid() == 0)) {
-                deferred.offer(new DeferredUnlinks.Unlink(c, p.getIno(), pn.name, child));
-                forgetRemoved(key, child, ca);
-                long now = System.currentTimeMillis() * 1_000_000L;
-                Attr cached = attrs.getIfPresent(p.getIno());
-                if (cached != null) { // POSIX: unlink marks the directory's mtime and ctime; the MDS's replace these
-                    attrs.put(p.getIno(), cached.toBuilder().setMtimeNs(Math.max(cached.getMtimeNs(), now))
-                            .setCtimeNs(Math.max(cached.getCtimeNs(), now)).build());
+                Boolean done = config.deferredUnlink() ? Boolean.valueOf(deferUnlink(c, key, p, pn.name, child, ca))
+                        : leases == null ? null : leases.whileHeld(p.getIno(), () -> deferUnlink(c, key, p, pn.name, child, ca));
+                if (done != null) {
+                    return null;
                 }
-                return null;
             }
         }
-        return removed(pn, child, mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name)));
+        Attr removed = removed(pn, child, mds.unlink(c, pn.parent.getIno(), nameBytes(pn.name)));
+        if (leases != null) {
+            leases.changedWithout(c, pn.parent.getIno());
+        }
+        return removed;
+    }
+
+    /** Queues the deferred unlink of {@code name} (inode {@code child}, attributes {@code ca}) in directory {@code p}; true. */
+    private boolean deferUnlink(Caller c, DentryKey key, Attr p, String name, long child, Attr ca) {
+        deferred.offer(new DeferredUnlinks.Unlink(c, p.getIno(), name, child));
+        forgetRemoved(key, child, ca);
+        long now = System.currentTimeMillis() * 1_000_000L;
+        Attr cached = attrs.getIfPresent(p.getIno());
+        if (cached != null) { // POSIX: unlink marks the directory's mtime and ctime; the MDS's replace these
+            attrs.put(p.getIno(), cached.toBuilder().setMtimeNs(Math.max(cached.getMtimeNs(), now))
+                    .setCtimeNs(Math.max(cached.getCtimeNs(), now)).build());
+        }
+        return true;
     }
 
     /**
@@ -1135,7 +1154,7 @@ public final class GranaryVfs implements AutoCloseable {
         List<Extent> extents = null;
         if (made.isNew()) {
             if (leases != null) {
-                leases.createdWithout(c, pn.parent.getIno());
+                leases.changedWithout(c, pn.parent.getIno());
             }
             entryAdded(pn, a);
             // The create is this open's own change, and the new file's map is known: empty. Taken
@@ -1190,7 +1209,7 @@ public final class GranaryVfs implements AutoCloseable {
         if (a == null && truncating) {
             a = creates.create(c, dir, pn.name, mode, nowNs(), false);
             if (a != null && leases != null) {
-                leases.createdWithout(c, dir.getIno());
+                leases.changedWithout(c, dir.getIno());
             }
         }
         if (a == null) {

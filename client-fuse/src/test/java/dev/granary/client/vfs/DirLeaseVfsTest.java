@@ -27,8 +27,9 @@ import org.junit.jupiter.api.TestInfo;
 /**
  * Directory leases ({@link DirLeases}, {@link ClientConfig#dirLease()}) between two client cores
  * (two mounts' worth) over the real MDS namespace and real S3: the holder answers its O_EXCL
- * creates itself and sends them in batches; the other client never sees the directory without
- * them and never makes a name the holder already answered for.
+ * creates and its unlinks itself and sends them in batches; the other client never sees the
+ * directory without those files or with the removed ones, and never makes a name the holder
+ * already answered for.
  */
 class DirLeaseVfsTest extends LocalClusterTestBase {
     static final int EXCL = O_CREAT | O_WRONLY | O_EXCL;
@@ -171,6 +172,36 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
                 assertEquals((long) made.get(e.name()), e.ino(), e.name() + ": the inode a answered");
             }
         }
+    }
+
+    @Test
+    void unlinksUnderTheLeaseAreBatchedAndAnotherClientNeverSeesARemovedFile() throws Exception {
+        int n = 40;
+        makeFiles(n);
+        long dirIno = a.getattr(ROOT, dir).getIno();
+        long t0 = System.nanoTime();
+        while (cluster.mds.dirLeaseStatus(ROOT, dirIno).getHolder() != 0 && System.nanoTime() - t0 < 5_000_000_000L) {
+            Thread.sleep(10); // the creates' lease ends once idle
+        }
+        for (int i = 0; i < n; i++) {
+            a.getattr(ROOT, dir + "/f" + i); // as the kernel's LOOKUP before an unlink
+        }
+        long unlinks = calls(OpCase.UNLINK), grants = a.dirLeaseCounters()[0];
+        for (int i = 0; i < n / 2; i++) {
+            assertEquals(null, a.unlink(ROOT, dir + "/f" + i));
+        }
+        assertEquals(grants + 1, a.dirLeaseCounters()[0], "an unlink took the lease again");
+        long alone = calls(OpCase.UNLINK) - unlinks;
+        assertTrue(alone >= 1 && alone <= 2, "unlinks sent alone: those before the lease (the creates just before count): " + alone);
+        assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> a.getattr(ROOT, dir + "/f5")).status(), "gone here at once");
+        // b: its lookup of a removed name recalls the lease and finds nothing; its listing shows the rest
+        assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> b.getattr(ROOT, dir + "/f7")).status());
+        List<String> left = b.readdir(ROOT, dir).stream().map(GranaryVfs.Entry::name).filter(x -> x.startsWith("f"))
+                .sorted().collect(Collectors.toList());
+        assertEquals(n - n / 2, left.size(), "B lists the files A did not remove: " + left);
+        // and b can make a removed name again at once
+        b.release(ROOT, open(b, dir + "/f3", EXCL));
+        assertEquals(0, cluster.mds.lookup(ROOT, dirIno, "f3".getBytes(StandardCharsets.UTF_8)).getSize());
     }
 
     @Test

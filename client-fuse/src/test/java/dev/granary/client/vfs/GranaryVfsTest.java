@@ -866,7 +866,8 @@ class GranaryVfsTest extends LocalClusterTestBase {
     @Test
     void anUnlinkLoopCostsOneMdsWritePerFileAndNoReads() {
         vfs.close();
-        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDeferredUnlink(false)); // each unlink waits for its commit
+        vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDeferredUnlink(false)
+                .withDirLease(false)); // each unlink waits for its commit (under a directory lease they are deferred: DirLeaseVfsTest)
         int n = 20;
         for (int i = 0; i < n; i++) {
             writeFile(vfs, dir + "/rm" + i, new byte[10], 10);

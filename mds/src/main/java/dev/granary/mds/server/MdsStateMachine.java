@@ -120,7 +120,7 @@ public final class MdsStateMachine implements KvApplier {
             if (!rootKnown && ns.ensureRoot(r.getNowNs())) {
                 rootKnown = true;
             }
-            MdsResponse resp = dispatch(ns, r, true);
+            MdsResponse resp = dispatch(ns, r, true, r.getNowNs());
             buf.flushTo(txn);
             return resp;
         } catch (FsException e) {
@@ -161,7 +161,7 @@ public final class MdsStateMachine implements KvApplier {
                 throw new FsException(Status.EINVAL, "a batch_read inside a batch_read");
             }
             // a read is no log entry: directory leases run out by this peer's clock
-            return dispatch(ns, r.toBuilder().setNowNs(System.currentTimeMillis() * 1_000_000L).build(), false);
+            return dispatch(ns, r, false, System.currentTimeMillis() * 1_000_000L);
         } catch (FsException e) {
             return errorResponse(e.status(), message(e));
         }
@@ -222,9 +222,9 @@ public final class MdsStateMachine implements KvApplier {
                 .setMessage("directory inode " + Long.toUnsignedString(l.getDir()) + " is leased to another client").build();
     }
 
-    private static MdsResponse dispatch(Namespace ns, MdsRequest r, boolean mutable) {
+    /** Answers {@code r} (a mutation only when {@code mutable}) at time {@code now} (ns since the Unix epoch). */
+    private static MdsResponse dispatch(Namespace ns, MdsRequest r, boolean mutable, long now) {
         Caller c = r.getCaller();
-        long now = r.getNowNs();
         MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
         DirLease leased = leaseAgainst(ns, r, now);
         if (leased != null) {

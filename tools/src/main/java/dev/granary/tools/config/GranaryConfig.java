@@ -121,7 +121,7 @@ public final class GranaryConfig {
         public boolean deferredUnlink = false;
         /** true: an O_TRUNC create (not O_EXCL) is answered by the client and sent with the file's first commit (its close); other clients see the name within attr_timeout. false: each create waits for its Raft commit. */
         public boolean deferredCreate = true;
-        /** true: a client making files one after another in a directory takes its lease and answers those creates (O_EXCL too) itself, sending them in batches; other clients wait for its recall (ms) before they read or change that directory. false: no directory leases. */
+        /** true: a client making or removing files one after another in a directory takes its lease and answers those creates (O_EXCL too) and unlinks itself, sending them in batches; other clients wait for its recall (ms) before they read or change that directory. false: no directory leases. */
         public boolean dirLease = true;
         /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
         public String ioTimeout = "120s";
