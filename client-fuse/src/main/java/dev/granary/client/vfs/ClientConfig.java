@@ -68,7 +68,7 @@ import java.time.Duration;
  *                         after another in a directory takes its lease, and then answers the creates
  *                         ({@code O_EXCL} ones too) and unlinks there itself and sends them in batches, while the MDS keeps
  *                         other clients out of the directory until the lease is recalled or runs out
- *                         (they wait meanwhile, at most 5 s if this client died). Needs
+ *                         (they wait meanwhile, at most 15 s if this client died). Needs
  *                         {@code deferredCreate}. Default true
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,

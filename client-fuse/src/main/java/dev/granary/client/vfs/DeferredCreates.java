@@ -38,7 +38,8 @@ import org.slf4j.LoggerFactory;
  *   <li>alone, when anything else needs the file at the MDS: an operation on its inode or name, a
  *       listing or removal of its directory ({@link #materialize}, {@link #materializeDir});</li>
  *   <li>in the background once it is {@code window} old, so other clients see the name within the
- *       same window as any other change (the cache timeout).</li>
+ *       same window as any other change (the cache timeout); {@link #LEASED_SEND_NS} old when it
+ *       was answered under a directory lease.</li>
  * </ul>
  * Each request names its inode number and {@code replace}: a file another client made under that
  * name meanwhile is unlinked first (the create came from an O_TRUNC open). An error the MDS
@@ -49,6 +50,13 @@ final class DeferredCreates implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(DeferredCreates.class);
     /** Inode numbers reserved per alloc_inodes. */
     static final int INODE_BATCH = 1024;
+    /**
+     * A create answered under a directory lease (exclusive) is sent in the background this soon
+     * after its answer, ns, not a cache timeout later: the sooner it is at the MDS, the longer a
+     * stall of this client it survives before the lease runs out ({@link DirLeases#LEASE_NS}).
+     * At a few thousand creates per second one batch_write still carries hundreds.
+     */
+    static final long LEASED_SEND_NS = 100_000_000L;
     /** Creates per batch_write at most (background sends). */
     static final int MAX_BATCH = 256;
 
@@ -96,7 +104,7 @@ final class DeferredCreates implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        long period = Math.max(20, window.toMillis() / 4);
+        long period = Math.min(LEASED_SEND_NS / 2_000_000L, Math.max(20, window.toMillis() / 4));
         timer.scheduleWithFixedDelay(this::sendOld, period, period, TimeUnit.MILLISECONDS);
     }
 
@@ -340,7 +348,14 @@ final class DeferredCreates implements AutoCloseable {
             if (error == null) {
                 listener.created(p, made);
             } else {
-                LOG.warn("{}", error.getMessage());
+                if (p.exclusive()) {
+                    // answered under a directory lease, and the application was told it was made:
+                    // the lease ran out first (this client stalled longer than the lease's margin)
+                    LOG.error("{}; this client had answered it under the directory's lease, which ran out before the "
+                            + "create reached the MDS (was this client stalled?): the file is lost", error.getMessage());
+                } else {
+                    LOG.warn("{}", error.getMessage());
+                }
                 refused.put(p.ino(), error);
                 listener.failed(p, error);
             }
@@ -357,14 +372,16 @@ final class DeferredCreates implements AutoCloseable {
         }
     }
 
-    /** Background: sends the creates older than the window. */
+    /** Background: sends the creates older than the window ({@link #LEASED_SEND_NS} for those answered under a lease). */
     private void sendOld() {
         try {
-            long cutoff = System.nanoTime() - window.toNanos();
+            long now = System.nanoTime();
+            long cutoff = now - window.toNanos();
+            long leasedCutoff = now - LEASED_SEND_NS;
             List<Long> old = new ArrayList<>();
             synchronized (lock) {
                 for (Pending p : byIno.values()) {
-                    if (p.bornNanos() - cutoff <= 0) {
+                    if (p.bornNanos() - (p.exclusive() ? leasedCutoff : cutoff) <= 0) {
                         old.add(p.ino());
                     }
                 }

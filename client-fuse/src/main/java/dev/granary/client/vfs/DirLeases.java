@@ -31,7 +31,8 @@ import org.slf4j.LoggerFactory;
  *       {@link #TRIGGER_NS} ({@link #changedWithout}; one Raft write), for {@link #LEASE_NS};</li>
  *   <li><b>used</b> locally until {@link #MARGIN_NS} before it runs out, counted from when its
  *       grant was sent (the margin covers clock rates and the time the deferred creates take to
- *       reach the MDS); renewed while creates go on;</li>
+ *       reach the MDS: they are sent within {@link DeferredCreates#LEASED_SEND_NS} of their
+ *       answer); renewed while creates go on;</li>
  *   <li><b>ended</b> when no create used it for {@link #IDLE_NS}, when another client recalled it
  *       (polled every {@link #POLL_MS} ms: that client waits meanwhile), or before it runs out:
  *       no create or unlink is answered under it any more, its directory's deferred creates and
@@ -44,12 +45,23 @@ import org.slf4j.LoggerFactory;
  */
 final class DirLeases implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(DirLeases.class);
-    /** Lease asked for, ns. */
-    static final long LEASE_NS = 5_000_000_000L;
-    /** The lease is used locally until this long before it runs out (from when its grant was sent), ns. */
-    static final long MARGIN_NS = 1_500_000_000L;
+    /**
+     * Lease asked for, ns. What it bounds: how long other clients wait on a holder that died
+     * (CephFS waits 60 s for a dead client's capabilities, NFSv4 90 s for a delegation), and how
+     * long a holder may stall (a VM freeze, SIGSTOP) before creates it already answered can reach
+     * the MDS after the lease ran out: then another client may have made the name meanwhile, and
+     * the late create is refused (EEXIST), logged as an error, and lost (helper-found with a 5 s
+     * lease and SIGSTOPs of 5-6.5 s: hundreds of names won by both clients).
+     */
+    static final long LEASE_NS = 15_000_000_000L;
+    /**
+     * The lease is used locally until this long before it runs out (from when its grant was
+     * sent), ns: a create answered at the last moment still has this long, less
+     * {@link DeferredCreates#LEASED_SEND_NS}, to reach the MDS.
+     */
+    static final long MARGIN_NS = 5_000_000_000L;
     /** A lease in use is renewed when less than this is left of its local use, ns. */
-    static final long RENEW_AHEAD_NS = 2_500_000_000L;
+    static final long RENEW_AHEAD_NS = 7_500_000_000L;
     /** A lease no create used for this long is ended, ns. */
     static final long IDLE_NS = 200_000_000L;
     /** A lease is ended this long before its local use runs out, if not renewed by then, ns. */

@@ -92,7 +92,7 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
             Thread.sleep(10);
         }
         long sent = calls(OpCase.BATCH_WRITE) - batches;
-        assertTrue(sent >= 1 && sent <= 3, n - 2 + " creates in at most 3 batch_writes, not one each: " + sent);
+        assertTrue(sent >= 1 && sent <= n / 4, n - 2 + " creates in batch_writes, not one each: " + sent);
         assertTrue(calls(OpCase.DIR_LEASE) - leases >= 2, "acquire and release (status polls are reads)");
         assertEquals(0, cluster.mds.dirLeaseStatus(ROOT, dirIno).getHolder(), "released once idle");
         // the MDS has every file under the inode number the holder answered
@@ -100,6 +100,30 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
             assertEquals(a.getattr(ROOT, dir + "/f" + i).getIno(),
                     cluster.mds.lookup(ROOT, dirIno, ("f" + i).getBytes(StandardCharsets.UTF_8)).getIno(), "f" + i);
         }
+    }
+
+    /**
+     * Creates answered under a lease reach the MDS within {@link DeferredCreates#LEASED_SEND_NS}
+     * while the holder keeps the lease, not a cache timeout (here 60 s) or the lease's end later.
+     * Regression: they waited for either, so a holder stalled for the lease's length (SIGSTOP,
+     * helper-found) let another client make names it had answered for, and both "won" them.
+     */
+    @Test
+    void createsAnsweredUnderALeaseReachTheMdsWhileItIsStillHeld() throws Exception {
+        a.close();
+        a = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withCacheTimeout(java.time.Duration.ofSeconds(60)));
+        makeFiles(3);
+        long dirIno = a.getattr(ROOT, dir).getIno();
+        long batches = calls(OpCase.BATCH_WRITE);
+        long t0 = System.nanoTime();
+        int i = 0;
+        while (System.nanoTime() - t0 < 4 * DeferredCreates.LEASED_SEND_NS) {
+            a.release(ROOT, open(a, dir + "/g" + i++, EXCL));
+            Thread.sleep(10); // below the lease's idle time: it stays held
+        }
+        assertTrue(cluster.mds.withSession(0).dirLeaseStatus(ROOT, dirIno).getHolder() != 0, "the lease is still held");
+        assertTrue(calls(OpCase.BATCH_WRITE) - batches >= 2, "creates went out in batches while the lease was held: "
+                + (calls(OpCase.BATCH_WRITE) - batches) + " batch_writes for " + i + " creates");
     }
 
     @Test
