@@ -80,9 +80,12 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
         // statfs counts the files not sent yet (regression: df showed none of them until the lease ended)
         assertEquals(usedBefore + n, a.statfs(ROOT).getUsedInodes(), "statfs on the holder");
         long[] c = a.dirLeaseCounters();
-        assertEquals(1, c[0], "one lease taken");
-        assertEquals(n - 2, c[2], "creates answered under it: all but the 2 before it");
-        assertEquals(2, calls(OpCase.CREATE) - creates, "creates sent alone, each waiting for its commit");
+        // one lease, taken at the second create, answers all the others (a stall of more than the
+        // lease's idle time between two creates on a busy machine ends it early and a later
+        // create takes it again: hence the bounds, not exact counts)
+        assertTrue(c[0] >= 1, "a lease was taken");
+        assertTrue(c[2] >= n * 3 / 4 && c[2] <= n - 2, "creates answered under it: all but the 2 before it: " + c[2]);
+        assertEquals(n - c[2], calls(OpCase.CREATE) - creates, "every other create was sent alone, waiting for its commit");
         // idle: the lease ends within IDLE_NS (or the background sender finds them a cache timeout
         // old) and the creates go out in batches; then it is released
         long t0 = System.nanoTime();
@@ -117,7 +120,7 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
         long batches = calls(OpCase.BATCH_WRITE);
         long t0 = System.nanoTime();
         int i = 0;
-        while (System.nanoTime() - t0 < 4 * DeferredCreates.LEASED_SEND_NS) {
+        while (System.nanoTime() - t0 < 6 * DeferredCreates.LEASED_SEND_NS) {
             a.release(ROOT, open(a, dir + "/g" + i++, EXCL));
             Thread.sleep(10); // below the lease's idle time: it stays held
         }
@@ -129,7 +132,7 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
     @Test
     void anotherClientNeverMakesANameTheHolderAnsweredForAndSeesAllItsFiles() {
         makeFiles(5);
-        assertEquals(1, a.dirLeaseCounters()[0], "lease taken");
+        assertTrue(a.dirLeaseCounters()[0] >= 1, "lease taken");
         long lock = open(a, dir + "/lock", EXCL); // answered under the lease, not at the MDS yet
         long lockIno = a.fgetattr(ROOT, lock).getIno();
         a.release(ROOT, lock);
@@ -161,7 +164,7 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
         for (int i = 0; i < 4; i++) {
             a.release(ROOT, open(a, dir + "/sub/g" + i, EXCL));
         }
-        assertEquals(1, a.dirLeaseCounters()[0]);
+        assertTrue(a.dirLeaseCounters()[0] >= 1, "lease taken");
         assertEquals(Status.ENOTEMPTY, assertThrows(FsException.class, () -> b.rmdir(ROOT, dir + "/sub")).status(),
                 "the directory holds a's files for everyone");
         assertEquals(040700, b.chmod(ROOT, dir + "/sub", 0700).getMode());
