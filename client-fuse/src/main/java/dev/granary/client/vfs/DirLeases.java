@@ -98,8 +98,8 @@ final class DirLeases implements AutoCloseable {
     /** Sends a directory's deferred creates and unlinks and waits for the MDS's answers. */
     private final LongConsumer flushDir;
     private final ConcurrentHashMap<Long, Held> held = new ConcurrentHashMap<>();
-    /** The last create in each directory that was not answered under a lease (System.nanoTime). */
-    private final Cache<Long, Long> lastCreate = Caffeine.newBuilder().executor(Runnable::run)
+    /** The last create or unlink in each directory that was not answered under a lease (System.nanoTime). */
+    private final Cache<Long, Long> lastChange = Caffeine.newBuilder().executor(Runnable::run)
             .expireAfterWrite(Duration.ofNanos(TRIGGER_NS)).maximumSize(10_000).build();
     /** Directories whose lease was refused lately (another client holds it, no permission): not asked again for a while. */
     private final Cache<Long, Boolean> refused = Caffeine.newBuilder().executor(Runnable::run)
@@ -180,18 +180,17 @@ final class DirLeases implements AutoCloseable {
             return;
         }
         long now = System.nanoTime();
-        Long last = lastCreate.asMap().put(dir, now);
+        Long last = lastChange.asMap().put(dir, now);
         if (last == null || now - last > TRIGGER_NS) {
             return;
         }
-        long sent = System.nanoTime();
         try {
             MdsClient.DirLeaseReply r = mds.acquireDirLease(c, dir, LEASE_NS);
             if (!r.granted()) {
                 refused.put(dir, Boolean.TRUE);
                 return;
             }
-            Held h = new Held(dir, c, System.nanoTime(), sent + LEASE_NS - MARGIN_NS);
+            Held h = new Held(dir, c, System.nanoTime(), now + LEASE_NS - MARGIN_NS); // from when the grant was asked for
             if (held.putIfAbsent(dir, h) == null) {
                 grants.incrementAndGet();
             }

@@ -214,9 +214,10 @@ public final class GranaryVfs implements AutoCloseable {
         this.lookupMaps = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
         this.recentlyChanged = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(1_000_000).build();
+        boolean deferCreates = config.deferredCreate() && !config.cacheTimeout().isZero();
+        boolean leased = deferCreates && config.dirLease();
         // deferred unlinks: every qualifying one with client.deferred_unlink, else those in a
         // directory this client holds the lease of (no other client can see the name meanwhile)
-        boolean leased = config.dirLease() && config.deferredCreate() && !config.cacheTimeout().isZero();
         this.deferred = config.deferredUnlink() || leased ? new DeferredUnlinks(mds, new DeferredUnlinks.Outcome() {
             @Override
             public void removed(DeferredUnlinks.Unlink u, Attr parentAttr) {
@@ -233,7 +234,7 @@ public final class GranaryVfs implements AutoCloseable {
             }
         }) : null;
         this.absentNames = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.cacheTimeout()).maximumSize(100_000).build();
-        this.creates = config.deferredCreate() && !config.cacheTimeout().isZero()
+        this.creates = deferCreates
                 ? new DeferredCreates(mds, config.cacheTimeout(), new DeferredCreates.Listener() {
                     @Override
                     public void created(DeferredCreates.Pending p, Attr a) {
@@ -912,9 +913,11 @@ public final class GranaryVfs implements AutoCloseable {
             // handle's fstat, must show the removal at once (POSIX), which only the MDS can give.
             if (ca != null && !isDir(ca) && ca.getNlink() == 1 && !filesByIno.containsKey(child)
                     && permits(c, p, W_OK | X_OK) && ((p.getMode() & 01000) == 0 || c.getUid() == 0)) {
-                Boolean done = config.deferredUnlink() ? Boolean.valueOf(deferUnlink(c, key, p, pn.name, child, ca))
-                        : leases == null ? null : leases.whileHeld(p.getIno(), () -> deferUnlink(c, key, p, pn.name, child, ca));
-                if (done != null) {
+                if (config.deferredUnlink()) {
+                    deferUnlink(c, key, p, pn.name, child, ca);
+                    return null;
+                }
+                if (leases != null && leases.whileHeld(p.getIno(), () -> deferUnlink(c, key, p, pn.name, child, ca)) != null) {
                     return null;
                 }
             }
@@ -926,8 +929,8 @@ public final class GranaryVfs implements AutoCloseable {
         return removed;
     }
 
-    /** Queues the deferred unlink of {@code name} (inode {@code child}, attributes {@code ca}) in directory {@code p}; true. */
-    private boolean deferUnlink(Caller c, DentryKey key, Attr p, String name, long child, Attr ca) {
+    /** Queues the deferred unlink of {@code name} (inode {@code child}, attributes {@code ca}) in directory {@code p}; returns true. */
+    private Boolean deferUnlink(Caller c, DentryKey key, Attr p, String name, long child, Attr ca) {
         deferred.offer(new DeferredUnlinks.Unlink(c, p.getIno(), name, child));
         forgetRemoved(key, child, ca);
         long now = System.currentTimeMillis() * 1_000_000L;

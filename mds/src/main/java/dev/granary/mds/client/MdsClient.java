@@ -94,7 +94,7 @@ public final class MdsClient implements AutoCloseable {
                         + " stayed leased to another client for " + LEASED_BUDGET_NS / 1_000_000_000L + " s");
             }
             if (!l.getRecalled()) {
-                transport.write(MdsRequest.newBuilder().setCaller(r.getCaller()).setSession(session)
+                transport.write(req(r.getCaller())
                         .setDirLease(DirLeaseRequest.newBuilder().setDir(l.getDir()).setAction(DirLeaseAction.RECALL)).build());
             }
             try {
