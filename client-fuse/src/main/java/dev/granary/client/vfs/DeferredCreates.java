@@ -21,6 +21,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -92,6 +93,9 @@ final class DeferredCreates implements AutoCloseable {
     private long endIno;
     private List<Integer> ostIndices = List.of();
     private final ScheduledExecutorService timer;
+    private final long periodMs;
+    /** The background sender while creates are pending, else null (an idle client does not wake up): guarded by {@code lock}. */
+    private ScheduledFuture<?> sender;
     private volatile boolean closed;
 
     /** Deferred creates over {@code mds}, sent in the background once {@code window} old (&gt; 0). */
@@ -104,8 +108,14 @@ final class DeferredCreates implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        long period = Math.min(LEASED_SEND_NS / 2_000_000L, Math.max(20, window.toMillis() / 4));
-        timer.scheduleWithFixedDelay(this::sendOld, period, period, TimeUnit.MILLISECONDS);
+        this.periodMs = Math.min(LEASED_SEND_NS / 2_000_000L, Math.max(20, window.toMillis() / 4));
+    }
+
+    /** True while the background sender runs: only while creates are pending (tests). */
+    boolean sending() {
+        synchronized (lock) {
+            return sender != null;
+        }
     }
 
     /**
@@ -137,6 +147,9 @@ final class DeferredCreates implements AutoCloseable {
         Pending p = new Pending(c, dir.getIno(), name, ino, a, System.nanoTime(), exclusive);
         synchronized (lock) {
             byIno.put(ino, p);
+            if (sender == null && !closed) {
+                sender = timer.scheduleWithFixedDelay(this::sendOld, periodMs, periodMs, TimeUnit.MILLISECONDS);
+            }
             byName.put(new GranaryVfs.DentryKey(dir.getIno(), name), ino);
         }
         return a;
@@ -380,6 +393,11 @@ final class DeferredCreates implements AutoCloseable {
             long leasedCutoff = now - LEASED_SEND_NS;
             List<Long> old = new ArrayList<>();
             synchronized (lock) {
+                if (byIno.isEmpty() && sender != null) { // idle: a create that comes later starts it again
+                    sender.cancel(false);
+                    sender = null;
+                    return;
+                }
                 for (Pending p : byIno.values()) {
                     if (p.bornNanos() - (p.exclusive() ? leasedCutoff : cutoff) <= 0) {
                         old.add(p.ino());

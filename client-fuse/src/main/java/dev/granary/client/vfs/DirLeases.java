@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
@@ -105,6 +106,8 @@ final class DirLeases implements AutoCloseable {
     private final Cache<Long, Boolean> refused = Caffeine.newBuilder().executor(Runnable::run)
             .expireAfterWrite(Duration.ofNanos(TRIGGER_NS)).maximumSize(10_000).build();
     private final ScheduledExecutorService timer;
+    /** The poll while leases are held, else null (an idle client does not wake up): guarded by {@code this}. */
+    private ScheduledFuture<?> polling;
     private final AtomicLong grants = new AtomicLong();
     private final AtomicLong recalls = new AtomicLong();
     private final AtomicLong answered = new AtomicLong();
@@ -122,7 +125,26 @@ final class DirLeases implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        timer.scheduleWithFixedDelay(this::tick, POLL_MS, POLL_MS, TimeUnit.MILLISECONDS);
+    }
+
+    /** Starts the poll of held leases if it is not running (after a lease was added to {@code held}). */
+    private synchronized void startPolling() {
+        if (polling == null && !closed) {
+            polling = timer.scheduleWithFixedDelay(this::tick, POLL_MS, POLL_MS, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /** Stops the poll when no lease is held; a lease added meanwhile starts it again (both under {@code this}). */
+    private synchronized void stopPollingIfIdle() {
+        if (polling != null && held.isEmpty()) {
+            polling.cancel(false);
+            polling = null;
+        }
+    }
+
+    /** True while the background poll runs: only while some lease is held (tests). */
+    synchronized boolean polling() {
+        return polling != null;
     }
 
     /**
@@ -193,6 +215,7 @@ final class DirLeases implements AutoCloseable {
             Held h = new Held(dir, c, System.nanoTime(), now + LEASE_NS - MARGIN_NS); // from when the grant was asked for
             if (held.putIfAbsent(dir, h) == null) {
                 grants.incrementAndGet();
+                startPolling();
             }
         } catch (RuntimeException e) {
             refused.put(dir, Boolean.TRUE);
@@ -230,6 +253,7 @@ final class DirLeases implements AutoCloseable {
                 end(h);
             }
         }
+        stopPollingIfIdle();
     }
 
     /** Ends lease {@code h}: nothing more is answered under it, its directory's deferred changes are sent, then it is released. */

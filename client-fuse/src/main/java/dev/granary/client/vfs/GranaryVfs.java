@@ -1222,6 +1222,14 @@ public final class GranaryVfs implements AutoCloseable {
         return openHandle(c, a, flags, List.of(), localChanges.get());
     }
 
+    /**
+     * Whether the background threads of directory leases and deferred creates are polling now (tests): an idle
+     * client must not wake up, so each runs only while it has a lease or a create to look after.
+     */
+    boolean[] backgroundPolling() {
+        return new boolean[] {leases != null && leases.polling(), creates != null && creates.sending()};
+    }
+
     /** Directory leases taken, ended by a recall, and creates answered under one, so far (tests, diagnostics; zeros when off). */
     public long[] dirLeaseCounters() {
         return leases == null ? new long[3] : leases.counters();

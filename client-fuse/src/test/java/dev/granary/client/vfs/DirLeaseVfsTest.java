@@ -129,6 +129,35 @@ class DirLeaseVfsTest extends LocalClusterTestBase {
                 + (calls(OpCase.BATCH_WRITE) - batches) + " batch_writes for " + i + " creates");
     }
 
+    /**
+     * An idle client does not wake up: the lease poll (every 10 ms) and the deferred-create sender
+     * (every 50 ms) run only while a lease is held or a create waits to be sent. Regression: both
+     * ran from the mount on, 120 wake-ups a second on every idle GPU node.
+     */
+    @Test
+    void theLeasePollAndTheCreateSenderRunOnlyWhileTheyHaveWork() throws Exception {
+        assertArrayEquals(new boolean[] {false, false}, b.backgroundPolling(), "a client that made nothing");
+        makeFiles(5);
+        assertTrue(a.dirLeaseCounters()[0] >= 1, "lease taken");
+        boolean[] busy = a.backgroundPolling();
+        assertTrue(busy[0] || a.dirLeaseCounters()[0] > 1, "the poll runs while the lease is held");
+        assertTrue(busy[1], "the sender runs while answered creates wait");
+        long t0 = System.nanoTime();
+        while ((a.backgroundPolling()[0] || a.backgroundPolling()[1]) && System.nanoTime() - t0 < 5_000_000_000L) {
+            Thread.sleep(10);
+        }
+        assertArrayEquals(new boolean[] {false, false}, a.backgroundPolling(), "both stop once the lease ended and the creates were sent");
+        for (int i = 0; i < 5; i++) {
+            assertTrue(b.getattr(ROOT, dir + "/f" + i).getIno() > 0, "f" + i + " reached the MDS");
+        }
+        long answered = a.dirLeaseCounters()[2];
+        for (int i = 0; i < 3; i++) { // they start again
+            a.release(ROOT, open(a, dir + "/g" + i, EXCL));
+        }
+        assertTrue(a.dirLeaseCounters()[2] > answered, "a new lease answered the third create");
+        assertTrue(a.backgroundPolling()[1], "the sender runs again for it");
+    }
+
     @Test
     void anotherClientNeverMakesANameTheHolderAnsweredForAndSeesAllItsFiles() {
         makeFiles(5);
