@@ -36,10 +36,12 @@ public abstract class MdsTestBase {
     protected final AtomicLong clock = new AtomicLong(1_000_000_000_000_000_000L);
     protected LocalMdsTransport transport;
     protected MdsClient mds;
+    /** The database under {@link #transport}, for reads of state no request answers (pack counts). */
+    protected RocksKv kv;
 
     @BeforeEach
     void openMds() {
-        RocksKv kv = RocksKv.open(tmp.resolve("db"), new MdsStateMachine().columnFamilies());
+        kv = RocksKv.open(tmp.resolve("db"), new MdsStateMachine().columnFamilies());
         transport = new LocalMdsTransport(kv, true, () -> clock.addAndGet(1000));
         mds = new MdsClient(transport);
     }

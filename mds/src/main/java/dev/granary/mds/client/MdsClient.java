@@ -279,6 +279,26 @@ public final class MdsClient implements AutoCloseable {
         return write(b).getBatchList();
     }
 
+    /**
+     * Commits the files packed into block {@code blockKey} of OST {@code ost} ({@code blockLength}
+     * bytes) in one Raft entry (mds.proto CommitPackRequest): each of {@code commits} is a
+     * {@link #commitExtentsRequest} of one packed extent; returns one response per commit, in
+     * order, each with its own status (EAGAIN when the file's stripe changed since its writer read
+     * it, ENOENT when it was removed, ...). The MDS frees the block once no file refers to it.
+     *
+     * @throws FsException EINVAL when the request is malformed or the pack was committed before
+     */
+    public List<MdsResponse> commitPack(int ost, String blockKey, long blockLength, List<MdsRequest> commits) {
+        return write(commitPackRequest(ost, blockKey, blockLength, commits).toBuilder()).getBatchList();
+    }
+
+    /** The request of {@link #commitPack}, for a {@link #batchWrite} (after the creates of its files). */
+    public MdsRequest commitPackRequest(int ost, String blockKey, long blockLength, List<MdsRequest> commits) {
+        return MdsRequest.newBuilder().setSession(session).setCaller(commits.get(0).getCaller())
+                .setCommitPack(CommitPackRequest.newBuilder().setOst(ost).setBlockKey(blockKey).setBlockLength(blockLength)
+                        .addAllCommits(commits)).build();
+    }
+
     /** Removes an empty directory: ENOTEMPTY, ENOTDIR, ENOENT, EACCES. */
     public Removed rmdir(Caller c, long parent, byte[] name) {
         return removed(write(req(c).setRmdir(RmdirRequest.newBuilder().setParent(parent).setName(bs(name)))), parent);

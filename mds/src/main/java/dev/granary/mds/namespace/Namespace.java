@@ -28,6 +28,7 @@ import dev.granary.mds.schema.proto.DirLeaseRecord;
 import dev.granary.mds.schema.proto.GcRecord;
 import dev.granary.mds.schema.proto.InodeRecord;
 import dev.granary.mds.schema.proto.LockTableRecord;
+import dev.granary.mds.schema.proto.PackRecord;
 import dev.granary.mds.schema.proto.SessionRecord;
 import dev.granary.mds.schema.proto.UsageRecord;
 import dev.granary.raft.KvReader;
@@ -109,6 +110,12 @@ public final class Namespace {
     private final KvTxn txn;
     private final long epoch;
     private final boolean writable;
+    /** The pack whose commit_pack this namespace applies a commit of (see {@link #inPack}), else null. */
+    private String packKey;
+    private int packOst;
+    private long packLength;
+    /** Extents committed into {@link #packKey} by this namespace that refer to it anew. */
+    private long packRefsAdded;
 
     private Namespace(KvTxn txn, long epoch, boolean writable) {
         this.txn = txn;
@@ -379,10 +386,24 @@ public final class Namespace {
         addUsage(isReg(r.getMode()) ? -r.getSize() : 0, -1);
     }
 
-    /** Queues the block of extent {@code e} of {@code ino} for deletion (GC queue), stamped {@code now} (ns). */
+    /**
+     * Queues the block of extent {@code e} of {@code ino} for deletion (GC queue), stamped {@code now} (ns);
+     * for a packed extent, drops one reference of its pack and queues the pack when that was the last.
+     */
     private void freeBlock(long ino, Extent e, long now) {
         if (e.getBlockKey().isEmpty()) {
             return; // inline data: no block to delete
+        }
+        if (e.getPacked()) {
+            PackRecord p = MdsSchema.getPack(txn, e.getOst(), e.getBlockKey());
+            if (p == null) {
+                return; // cannot happen (every packed extent is counted); keeping the block loses nothing
+            }
+            if (p.getRefs() > 1) {
+                MdsSchema.putPack(txn, e.getOst(), e.getBlockKey(), p.toBuilder().setRefs(p.getRefs() - 1).build());
+                return;
+            }
+            MdsSchema.deletePack(txn, e.getOst(), e.getBlockKey());
         }
         MdsSchema.appendGc(txn, GcRecord.newBuilder().setOst(e.getOst()).setBlockKey(e.getBlockKey())
                 .setBirthEpoch(e.getBirthEpoch()).setDeathEpoch(epoch).setIno(ino).setStripeIndex(e.getStripeIndex())
@@ -1348,6 +1369,68 @@ public final class Namespace {
         return stored;
     }
 
+    // =============================================================================== packs
+
+    /**
+     * Makes this namespace apply one commit of the commit_pack of block {@code blockKey} on OST
+     * {@code ost} ({@code length} bytes): only then may a commit carry packed extents, and only of
+     * that pack (mds.proto CommitPackRequest).
+     */
+    public void inPack(int ost, String blockKey, long length) {
+        this.packOst = ost;
+        this.packKey = blockKey;
+        this.packLength = length;
+    }
+
+    /** How many extents the commits applied here made refer to the pack of {@link #inPack} anew. */
+    public long packRefsAdded() {
+        return packRefsAdded;
+    }
+
+    /**
+     * Whether a pack record exists for block {@code blockKey} of OST {@code ost}: a commit_pack of
+     * a block already committed as a pack is refused whole (EINVAL), since a pack's count must never
+     * rise after its one commit_pack.
+     */
+    public boolean packExists(int ost, String blockKey) {
+        return MdsSchema.getPack(txn, ost, blockKey) != null;
+    }
+
+    /**
+     * Ends the commit_pack of block {@code blockKey} on OST {@code ost} ({@code length} bytes) whose
+     * commits made {@code refs} extents refer to it: records the count, or, when none did (every
+     * commit failed, say the files were removed meanwhile), queues the block for deletion at once.
+     * {@code firstIno}: the first file's inode number, for diagnostics.
+     */
+    public void finishPack(int ost, String blockKey, long length, long refs, long firstIno, long now) {
+        requireWritable();
+        if (refs > 0) {
+            MdsSchema.putPack(txn, ost, blockKey, PackRecord.newBuilder().setRefs(refs).setLength(length).setIno(firstIno).build());
+        } else {
+            MdsSchema.appendGc(txn, GcRecord.newBuilder().setOst(ost).setBlockKey(blockKey).setBirthEpoch(epoch)
+                    .setDeathEpoch(epoch).setIno(firstIno).setStripeIndex(0).setDeathTimeNs(now).build());
+        }
+    }
+
+    /** The number of extents referring to pack {@code blockKey} of OST {@code ost}, 0 when it has no record (tests, fsck). */
+    public long packRefs(int ost, String blockKey) {
+        PackRecord p = MdsSchema.getPack(txn, ost, blockKey);
+        return p == null ? 0 : p.getRefs();
+    }
+
+    /** A packed extent is valid only inside the commit_pack of its pack, as stripe 0 within the block. */
+    private void checkPacked(Extent e) {
+        if (packKey == null) {
+            throw err(Status.EINVAL, "a packed extent outside the commit_pack of its pack");
+        }
+        if (!e.getInlineData().isEmpty() || e.getStripeIndex() != 0 || e.getOst() != packOst || !e.getBlockKey().equals(packKey)) {
+            throw err(Status.EINVAL, "a packed extent must be stripe 0 of the pack being committed (OST " + packOst + ", " + packKey + ")");
+        }
+        if (e.getBlockOffset() < 0 || e.getBlockOffset() > packLength || e.getLength() > packLength - e.getBlockOffset()) {
+            throw err(Status.EINVAL, "packed extent [" + e.getBlockOffset() + ", +" + e.getLength() + ") past the pack's " + packLength + " bytes");
+        }
+    }
+
     // =============================================================================== extents
 
     /**
@@ -1420,6 +1503,9 @@ public final class Namespace {
             if (e.getLength() <= 0 || e.getLength() > ss) {
                 throw err(Status.EINVAL, "extent length " + Long.toUnsignedString(e.getLength()) + " not in 1.." + ss);
             }
+            if (e.getPacked()) {
+                checkPacked(e);
+            }
             if (!e.getInlineData().isEmpty()) {
                 checkInline(e, ss);
             } else {
@@ -1440,8 +1526,12 @@ public final class Namespace {
         }
         for (Extent e : extents) {
             Extent old = MdsSchema.getExtent(txn, ino, e.getStripeIndex(), epoch);
-            if (old != null && !(old.getOst() == e.getOst() && old.getBlockKey().equals(e.getBlockKey()))) {
+            boolean sameBlock = old != null && old.getOst() == e.getOst() && old.getBlockKey().equals(e.getBlockKey());
+            if (old != null && !sameBlock) {
                 freeBlock(ino, old, now);
+            }
+            if (e.getPacked() && !sameBlock) {
+                packRefsAdded++;
             }
             MdsSchema.putExtent(txn, ino, epoch, e.toBuilder().setBirthEpoch(epoch).build());
         }

@@ -7,11 +7,12 @@ import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.OssInfo;
 import dev.granary.mds.proto.OstInfo;
 import dev.granary.mds.schema.proto.DentryRecord;
-import dev.granary.mds.schema.proto.GcRecord;
-import dev.granary.mds.schema.proto.LockTableRecord;
 import dev.granary.mds.schema.proto.DirLeaseRecord;
-import dev.granary.mds.schema.proto.SessionRecord;
+import dev.granary.mds.schema.proto.GcRecord;
 import dev.granary.mds.schema.proto.InodeRecord;
+import dev.granary.mds.schema.proto.LockTableRecord;
+import dev.granary.mds.schema.proto.PackRecord;
+import dev.granary.mds.schema.proto.SessionRecord;
 import dev.granary.mds.schema.proto.UsageRecord;
 import dev.granary.raft.KvIterator;
 import dev.granary.raft.KvReader;
@@ -41,6 +42,7 @@ import java.util.List;
  * <tr><td>{@code meta}</td><td>"usage"</td><td>{@link UsageRecord} (absent: 0 bytes, 1 inode = root)</td></tr>
  * <tr><td>{@code meta}</td><td>"ost/" index(4)</td><td>{@link OstInfo}</td></tr>
  * <tr><td>{@code meta}</td><td>"oss/" address(UTF-8)</td><td>{@link OssInfo}</td></tr>
+ * <tr><td>{@code meta}</td><td>"pack/" ost(4) blockKey(UTF-8)</td><td>{@link PackRecord}: extents referring to a pack</td></tr>
  * <tr><td>{@code gc}</td><td>seq(8)</td><td>{@link GcRecord}: a freed block reference</td></tr>
  * </table>
  *
@@ -92,6 +94,7 @@ public final class MdsSchema {
     private static final byte[] META_LOCK_PREFIX = ascii("lock/");
     private static final byte[] META_SESSION_PREFIX = ascii("session/");
     private static final byte[] META_DIR_LEASE_PREFIX = ascii("dirlease/");
+    private static final byte[] META_PACK_PREFIX = ascii("pack/");
 
     // ------------------------------------------------------------------ key building blocks
 
@@ -523,6 +526,28 @@ public final class MdsSchema {
     /** Drops directory {@code dir}'s lease record (released, or the directory removed). */
     public static void deleteDirLease(KvTxn t, long dir) {
         t.delete(META, concat(META_DIR_LEASE_PREFIX, be64(dir)));
+    }
+
+    // ------------------------------------------------------------------ packs
+
+    private static byte[] packKey(int ost, String blockKey) {
+        return concat(META_PACK_PREFIX, ByteBuffer.allocate(4).putInt(ost).array(), blockKey.getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** The record of pack {@code blockKey} on OST {@code ost}, or null when there is none (never committed, or freed). */
+    public static PackRecord getPack(KvReader r, int ost, String blockKey) {
+        byte[] v = r.get(META, packKey(ost, blockKey));
+        return v == null ? null : parse(PackRecord.parser(), v, "pack");
+    }
+
+    /** Stores the record of pack {@code blockKey} on OST {@code ost}. */
+    public static void putPack(KvTxn t, int ost, String blockKey, PackRecord rec) {
+        t.put(META, packKey(ost, blockKey), rec.toByteArray());
+    }
+
+    /** Drops the record of pack {@code blockKey} on OST {@code ost} (its last reference went). */
+    public static void deletePack(KvTxn t, int ost, String blockKey) {
+        t.delete(META, packKey(ost, blockKey));
     }
 
     // ------------------------------------------------------------------ gc

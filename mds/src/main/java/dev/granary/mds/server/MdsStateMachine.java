@@ -94,11 +94,61 @@ public final class MdsStateMachine implements KvApplier {
                 }
                 // Each on its own buffer over the entry's transaction: it sees the writes of the
                 // ones before it, and one that fails writes nothing.
-                out.addBatch(applyOne(logIndex, one.toBuilder().setNowNs(r.getNowNs()).build(), txn));
+                MdsRequest stamped = one.toBuilder().setNowNs(r.getNowNs()).build();
+                out.addBatch(one.getOpCase() == MdsRequest.OpCase.COMMIT_PACK
+                        ? applyPack(logIndex, stamped, txn) : applyOne(logIndex, stamped, txn));
             }
             return out.build().toByteArray();
         }
+        if (r.getOpCase() == MdsRequest.OpCase.COMMIT_PACK) {
+            return applyPack(logIndex, r, txn).toByteArray();
+        }
         return applyOne(logIndex, r, txn).toByteArray();
+    }
+
+    /**
+     * Applies a commit_pack (mds.proto CommitPackRequest): each of its commits on its own, as in a
+     * batch_write (answers in {@code batch}), then the pack's reference count, or its block to the
+     * GC queue when no commit referred to it. The whole request is EINVAL, nothing applied, when the
+     * pack was committed before, or a commit is not a plain commit_extents.
+     */
+    private MdsResponse applyPack(long logIndex, MdsRequest r, KvTxn txn) {
+        var q = r.getCommitPack();
+        if (q.getBlockKey().isEmpty() || q.getBlockLength() <= 0 || q.getCommitsCount() == 0) {
+            return errorResponse(Status.EINVAL, "a commit_pack needs a block key, a length and commits");
+        }
+        for (MdsRequest one : q.getCommitsList()) {
+            if (one.getOpCase() != MdsRequest.OpCase.COMMIT_EXTENTS || one.getCommitExtents().getAppend()) {
+                return errorResponse(Status.EINVAL, "a commit_pack holds commit_extents only, not " + one.getOpCase());
+            }
+        }
+        if (Namespace.live(new BufferedTxn(txn)).packExists(q.getOst(), q.getBlockKey())) {
+            return errorResponse(Status.EINVAL, "pack " + q.getBlockKey() + " of OST " + q.getOst() + " was committed before");
+        }
+        MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
+        long refs = 0;
+        for (MdsRequest one : q.getCommitsList()) {
+            MdsRequest stamped = one.toBuilder().setNowNs(r.getNowNs()).build();
+            BufferedTxn buf = new BufferedTxn(txn);
+            try {
+                Namespace ns = Namespace.live(buf);
+                ns.inPack(q.getOst(), q.getBlockKey(), q.getBlockLength());
+                MdsResponse resp = dispatch(ns, stamped, true, r.getNowNs());
+                buf.flushTo(txn);
+                refs += ns.packRefsAdded();
+                out.addBatch(resp);
+            } catch (FsException e) {
+                if (log.isDebugEnabled()) {
+                    log.debug("log index {}: commit in pack {}: {}", logIndex, q.getBlockKey(), e.getMessage());
+                }
+                out.addBatch(errorResponse(e.status(), message(e)));
+            }
+        }
+        BufferedTxn buf = new BufferedTxn(txn);
+        Namespace.live(buf).finishPack(q.getOst(), q.getBlockKey(), q.getBlockLength(), refs,
+                q.getCommits(0).getCommitExtents().getIno(), r.getNowNs());
+        buf.flushTo(txn);
+        return out.build();
     }
 
     /** The LEASED answer for the first request of batch_write {@code r} a directory lease keeps out, else null. */
