@@ -9,6 +9,9 @@ import java.util.concurrent.CompletableFuture;
  * Blocks are immutable: a key is written once.
  */
 public interface BlockIo extends AutoCloseable {
+    /** Keys of packs (blocks holding several small files, each at its own offset) start with this. */
+    String PACK_KEY_PREFIX = "pack/";
+
     /** Writes block {@code key} of OST {@code ost}; completes when it is durable in S3. */
     CompletableFuture<Void> write(int ost, String key, byte[] data);
 

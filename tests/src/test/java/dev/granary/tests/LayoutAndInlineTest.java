@@ -226,4 +226,48 @@ class LayoutAndInlineTest {
         assertEquals(1, s3Puts() - puts);
         assertArrayEquals(big, Files.readAllBytes(d.resolve("big")));
     }
+
+    /**
+     * Small-file packing: files above inline_max (256 KiB) and at most pack_max (1 MiB) that 8
+     * threads close together share S3 blocks: fewer PUTs than files; each reads back whole after
+     * the page cache is dropped (through the OSS, whose chunk cache serves the neighbours).
+     */
+    @Test
+    void filesClosedTogetherShareS3Puts() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("packed"));
+        int threads = 8, perThread = 20, n = threads * perThread;
+        List<byte[]> files = new ArrayList<>();
+        Random rnd = new Random(9);
+        for (int i = 0; i < n; i++) {
+            byte[] b = new byte[300 * 1024 + i];
+            rnd.nextBytes(b);
+            files.add(b);
+        }
+        long puts = s3Puts();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            List<java.util.concurrent.Future<?>> fs = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int first = t * perThread;
+                fs.add(pool.submit(() -> {
+                    for (int i = first; i < first + perThread; i++) {
+                        Files.write(d.resolve("p" + i), files.get(i));
+                    }
+                    return null;
+                }));
+            }
+            for (var f : fs) {
+                f.get();
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        long written = s3Puts() - puts;
+        System.out.printf("packing: %d files of 300 KiB written by %d threads: %d S3 PUTs%n", n, threads, written);
+        assertTrue(written >= 1 && written < n * 3 / 4, written + " PUTs for " + n + " files");
+        Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
+        for (int i = 0; i < n; i++) {
+            assertArrayEquals(files.get(i), Files.readAllBytes(d.resolve("p" + i)), "p" + i);
+        }
+    }
 }

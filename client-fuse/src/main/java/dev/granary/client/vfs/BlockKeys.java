@@ -24,6 +24,16 @@ public final class BlockKeys {
         return String.format("%016x/%d-%s", ino, stripeIndex, HEX.formatHex(r));
     }
 
+    /**
+     * A fresh, unique key for a pack (a block of several small files, {@link PackWriter}):
+     * {@code pack/<first file's inode as 16 hex digits>-<128-bit random as 32 hex digits>}.
+     */
+    public static String newPackKey(long firstIno) {
+        byte[] r = new byte[16];
+        RANDOM.nextBytes(r);
+        return String.format("%s%016x-%s", dev.granary.oss.BlockIo.PACK_KEY_PREFIX, firstIno, HEX.formatHex(r));
+    }
+
     /** The inode encoded in {@code key}, or -1 when the key does not follow the format. */
     public static long inodeOf(String key) {
         int slash = key.indexOf('/');

@@ -272,6 +272,24 @@ final class DeferredCreates implements AutoCloseable {
         return null;
     }
 
+    /**
+     * Sends the still deferred creates of {@code inos} and then {@code extra} as one Raft entry
+     * (a pack's commit, which needs its files to exist), waiting for creates other threads are
+     * sending; returns {@code extra}'s answer, or null when none of the creates was left to send
+     * here (the caller sends {@code extra} itself). A refused create is kept for its file's
+     * {@link #materialize}; its commit in {@code extra} then answers ENOENT.
+     *
+     * @throws FsException when the batch itself failed (every create of it is then refused too)
+     */
+    MdsResponse sendAllWith(List<Long> inos, MdsRequest extra) {
+        List<Pending> mine = new ArrayList<>();
+        CompletableFuture<Void> other = claim(inos, mine);
+        if (other != null) {
+            other.join(); // before extra: its commits need those files at the MDS
+        }
+        return mine.isEmpty() ? null : send(mine, extra);
+    }
+
     private void throwRefusal(long ino) {
         FsException e = refused.asMap().remove(ino);
         if (e != null) {

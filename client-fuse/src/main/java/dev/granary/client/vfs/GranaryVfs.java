@@ -14,6 +14,7 @@ import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.LockInfo;
 import dev.granary.mds.proto.LockKind;
 import dev.granary.mds.proto.LockType;
+import dev.granary.mds.proto.MdsRequest;
 import dev.granary.mds.proto.MdsResponse;
 import dev.granary.mds.proto.SetAttrRequest;
 import dev.granary.mds.proto.StatFsReply;
@@ -132,6 +133,8 @@ public final class GranaryVfs implements AutoCloseable {
     private final DeferredCreates creates;
     /** The directory leases this client holds ({@link ClientConfig#dirLease()}), or null. */
     private final DirLeases leases;
+    /** Small-file packing ({@link ClientConfig#packMax()}), or null. */
+    private final PackWriter packs;
     /**
      * Names the MDS just answered ENOENT for, with their directory's attributes (the kernel's
      * LOOKUP before a CREATE): a deferred create needs one, so the layout it gives the file is
@@ -250,6 +253,7 @@ public final class GranaryVfs implements AutoCloseable {
             creates.materializeDir(dir);
             deferred.awaitDir(dir);
         }) : null;
+        this.packs = config.packMax() > 0 ? new PackWriter(mds, blockIo, ClientConfig.PACK_BYTES, this::sendPack) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
@@ -278,6 +282,41 @@ public final class GranaryVfs implements AutoCloseable {
     /** The configuration. */
     public ClientConfig config() {
         return config;
+    }
+
+    /** The pack writer ({@link ClientConfig#packMax()}), or null when packing is off. */
+    PackWriter packWriter() {
+        return packs;
+    }
+
+    /** Packs written and files committed in them so far (tests, diagnostics); zeros when packing is off. */
+    long[] packCounters() {
+        return packs == null ? new long[2] : packs.counters();
+    }
+
+    /**
+     * Sends commit_pack {@code pack} after the still deferred creates of its files {@code inos}, in
+     * one Raft entry; returns its answer.
+     */
+    private MdsResponse sendPack(List<Long> inos, MdsRequest pack) {
+        if (creates != null) {
+            MdsResponse r = creates.sendAllWith(inos, pack);
+            if (r != null) {
+                return r;
+            }
+        }
+        return mds.batchWrite(List.of(pack)).get(0);
+    }
+
+    /**
+     * The error to report for a failed commit of {@code ino}: the refusal of its deferred create,
+     * when that is why the commit found no file (ENOENT), else {@code e}.
+     */
+    FsException commitFailed(long ino, FsException e) {
+        if (e.status() == Status.ENOENT) {
+            atMds(ino); // throws the create's refusal, if any
+        }
+        return e;
     }
 
     MdsClient mds() {

@@ -8,6 +8,7 @@ import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.Layout;
+import dev.granary.mds.proto.MdsResponse;
 import dev.granary.mds.proto.Status;
 import dev.granary.mds.proto.StripeBase;
 import java.nio.ByteBuffer;
@@ -1323,8 +1324,11 @@ public final class OpenFile {
                 }
             }
             try {
-                return vfs.commitExtents(opener, ino, extents, bases, end,
-                        lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs, mtimeSetExplicitly);
+                long mtime = lastWriteNs == 0 ? GranaryVfs.nowNs() : lastWriteNs;
+                if (extents.size() == 1 && isPackCandidate(extents.get(0))) {
+                    return commitPacked(extents.get(0), bases, end, mtime);
+                }
+                return vfs.commitExtents(opener, ino, extents, bases, end, mtime, mtimeSetExplicitly);
             } catch (FsException e) {
                 if (e.status() != Status.EAGAIN || bases.isEmpty()) {
                     throw e;
@@ -1344,6 +1348,33 @@ public final class OpenFile {
                 relayOnLiveBases();
             }
         }
+    }
+
+    /** Whether staged extent {@code e} goes into a pack: inline bytes above {@code inline_max} (see {@link #stageInline}). */
+    private boolean isPackCandidate(Extent e) {
+        return vfs.packWriter() != null && e.getStripeIndex() == 0 && !e.getInlineData().isEmpty()
+                && e.getLength() > vfs.config().inlineMax();
+    }
+
+    /**
+     * Commits staged stripe 0 {@code staged} (its bytes inline) through a pack (lock held): waits
+     * until the pack holding its bytes is in S3 and this file's commit was answered. Afterwards
+     * {@link #uploaded} holds the packed extent (readable; a relay after EAGAIN moves its bytes to a
+     * block of their own). Returns the MDS's attributes.
+     *
+     * @throws FsException the commit's errno (EAGAIN when stripe 0 changed since it was read, ESTALE
+     *     handling as the caller's), EIO when the pack's upload failed
+     */
+    private Attr commitPacked(Extent staged, List<StripeBase> bases, long end, long mtime) {
+        byte[] bytes = staged.getInlineData().toByteArray();
+        PackWriter.Done d = vfs.packWriter().commit(ostOf(0), ino, bytes, bytes.length,
+                e -> vfs.mds().commitExtentsRequest(opener, ino, List.of(e), bases, end, mtime, mtimeSetExplicitly));
+        uploaded.put(0L, d.extent());
+        MdsResponse r = d.response();
+        if (r.getStatus() != Status.OK) {
+            throw vfs.commitFailed(ino, new FsException(r.getStatus(), r.getMessage()));
+        }
+        return r.getAttr();
     }
 
     /**
@@ -1369,10 +1400,12 @@ public final class OpenFile {
             long k = en.getKey();
             StripeWrite w = unsaved.get(k);
             Extent cur = live.get(k);
-            if (w.written.covers((int) stripeSize) || Extents.sameData(cur, w.base)) {
+            Extent mine = en.getValue();
+            // a packed extent whose commit failed is never sent again (a pack is committed once):
+            // its bytes always move to a block of their own
+            if (!mine.getPacked() && (w.written.covers((int) stripeSize) || Extents.sameData(cur, w.base))) {
                 continue;
             }
-            Extent mine = en.getValue();
             int end = w.written.end();
             byte[] ours = join(readBlockBytes(mine, 0, end), "re-read of the new block of stripe " + k + " of inode " + ino);
             byte[] block = new byte[0];
@@ -1402,11 +1435,13 @@ public final class OpenFile {
     /**
      * Data on MDS (lock held): when the file is small ({@code size <= inline_max}, within stripe 0)
      * and its only new data is the stripe-0 buffer, that buffer (merged with the old bytes) becomes
-     * an inline extent ready to commit, instead of a block upload. Returns false, changing nothing,
-     * when the file does not qualify.
+     * an inline extent ready to commit, instead of a block upload. A file above {@code inline_max}
+     * and at most {@code pack_max} is staged the same way (so reads meanwhile see its bytes) and
+     * committed through a pack ({@link #isPackCandidate}, {@link PackWriter}). Returns false,
+     * changing nothing, when the file does not qualify.
      */
     private boolean stageInline() {
-        int max = vfs.config().inlineMax();
+        int max = Math.max(vfs.config().inlineMax(), vfs.packWriter() == null ? 0 : vfs.config().packMax());
         StripeBuffer buf = dirty.get(0L);
         if (max == 0 || buf == null || dirty.size() != 1 || !uploading.isEmpty() || !uploaded.isEmpty()
                 || size == 0 || size > max || size > stripeSize) {
@@ -1816,7 +1851,8 @@ public final class OpenFile {
     private void dropBlocks(List<Extent> extents) {
         Map<Integer, List<String>> byOst = new HashMap<>();
         for (Extent e : extents) {
-            if (e.getInlineData().isEmpty() && !e.getBlockKey().isEmpty()) {
+            // never a pack: other files' bytes are in it (the MDS frees it when none refers to it)
+            if (e.getInlineData().isEmpty() && !e.getBlockKey().isEmpty() && !e.getPacked()) {
                 byOst.computeIfAbsent(e.getOst(), o -> new ArrayList<>()).add(e.getBlockKey());
             }
         }

@@ -298,6 +298,7 @@ public final class Nodes {
                 .withMaxReadaheadBytes(Sizes.parseBytes(cfg.client.maxReadahead))
                 .withAllowOther(cfg.client.allowOther)
                 .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
+                .withPackMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.packMax)))
                 .withKeepCache(cfg.client.keepCache)
                 .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
                 .withLockLease(Sizes.parseDuration(cfg.client.lockLease))

@@ -109,6 +109,8 @@ public final class GranaryConfig {
         public boolean allowOther = true;
         /** Files up to this size keep their data inline in the MDS (data on MDS); 0 disables; at most 1MiB. */
         public String inlineMax = "256KiB";
+        /** Files above inline_max and up to this size are packed: those closed together share one S3 block; 0 disables; at most 4MiB. */
+        public String packMax = "1MiB";
         /** Keep a file's kernel page cache across opens while its size and mtime are unchanged. */
         public boolean keepCache = true;
         /** An open this soon after a lookup of the same small file uses that lookup's map ("0s": never). */
@@ -229,6 +231,7 @@ public final class GranaryConfig {
         java.time.Duration openAfterLookup;
         java.time.Duration lease;
         long inlineMax;
+        long packMax;
         try {
             Sizes.parseBytes(ossCache);
             Sizes.parseBytes(ossDiskCache);
@@ -237,6 +240,7 @@ public final class GranaryConfig {
             Sizes.parseBytes(client.maxDirty);
             Sizes.parseBytes(client.maxReadahead);
             inlineMax = Sizes.parseBytes(client.inlineMax);
+            packMax = Sizes.parseBytes(client.packMax);
             openAfterLookup = Sizes.parseDuration(client.openAfterLookup);
             lease = Sizes.parseDuration(client.lockLease);
             if (Sizes.parseDuration(s3.requestTimeout).isZero()) throw new IllegalArgumentException("s3.request_timeout must be positive");
@@ -255,6 +259,9 @@ public final class GranaryConfig {
         }
         if (inlineMax > (1 << 20)) {
             throw new ConfigException(p + "client.inline_max must be at most 1MiB (the MDS's limit), got " + client.inlineMax);
+        }
+        if (packMax > (4 << 20)) {
+            throw new ConfigException(p + "client.pack_max must be at most 4MiB (a pack's size), got " + client.packMax);
         }
         if (client.readaheadStripes < 0 || client.readaheadStripes > 256) {
             throw new ConfigException(p + "client.readahead_stripes must be in [0, 256] stripes, got " + client.readaheadStripes);
