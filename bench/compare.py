@@ -546,7 +546,8 @@ def warm_up(target, plan):
     """Untimed, the same on every target: a file written with fsync and read cold (caches emptied
     before each read) until two reads in a row agree, and once warm, then read at random (128 KiB,
     cold) until two rounds agree, and small files written until two rounds agree, read (from caches, then cold until two
-    rounds agree), stat'ed, listed and unlinked, so that each filesystem is measured as it runs on a
+    rounds agree), stat'ed, listed and unlinked, then the metadata phases in rounds until create,
+    stat and unlink each agree with the round before (at most 6), so that each filesystem is measured as it runs on a
     node that has been up for a while (Granary's JVMs have compiled their hot paths; peers have
     their connections open). Everything it writes is removed. Returns the rate of every round
     (warm_rounds), which the report prints. Why rounds until settled: the JIT compiles the cold
@@ -625,22 +626,46 @@ def warm_up(target, plan):
             raise RuntimeError("warm-up: readdir listed the wrong number of files")
     for p in paths + [big]:
         os.unlink(p)
-    # The metadata phases once, on other names and as many files: a JVM compiles a path after
-    # thousands of calls, and 3 listings of the small files left Granary's readdir and stat paths
-    # interpreted (one quickstart: readdir of 5,000 names 26-35 ms before, 8-9 ms once compiled).
-    md = os.path.join(d, "meta")
-    os.mkdir(md)
-    names = [os.path.join(md, f"w{i:06d}") for i in range(plan.meta_count)]
-    for p in names:
-        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-    for p in names:
-        os.stat(p)
-    for _ in range(3):
-        if len(os.listdir(md)) != len(names):
-            raise RuntimeError("warm-up: readdir listed the wrong number of files")
-    for p in names:
-        os.unlink(p)
-    os.rmdir(md)
+    # The metadata phases as the timed steps run them (caches dropped before each), on other names
+    # and as many files, in rounds until create, stat and unlink each agree with the round before:
+    # a JVM compiles a path after thousands of calls. One round left Granary's stat path inside its
+    # ramp (one quickstart, 2026-12-06, rounds of 5,000: stat 8,171, 11,295, 16,044, 19,188/s;
+    # create 423, 723, 1,542, 1,658/s); and 3 listings of the small files left its readdir and stat
+    # paths interpreted (readdir of 5,000 names 26-35 ms before, 8-9 ms once compiled).
+    meta_rounds = {k: [] for k in ("create", "stat", "readdir", "unlink")}
+
+    def meta_round():
+        md = os.path.join(d, f"meta{len(meta_rounds['create'])}")
+        os.mkdir(md)
+        names = [os.path.join(md, f"w{i:06d}") for i in range(plan.meta_count)]
+        for phase in meta_rounds:
+            drop_caches()
+            t0 = time.perf_counter()
+            if phase == "create":
+                for p in names:
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            elif phase == "stat":
+                for p in names:
+                    os.stat(p)
+            elif phase == "readdir":
+                for _ in range(3):
+                    if len(os.listdir(md)) != len(names):
+                        raise RuntimeError("warm-up: readdir listed the wrong number of files")
+            else:
+                for p in names:
+                    os.unlink(p)
+                os.rmdir(md)
+            meta_rounds[phase].append(len(names) * (3 if phase == "readdir" else 1) / (time.perf_counter() - t0))
+
+    def settled(rates):
+        a, b = rates[-2], rates[-1]
+        return abs(a - b) <= WARM_TOLERANCE * max(a, b)
+    while len(meta_rounds["create"]) < min(plan.warm_max_rounds, 6):  # a peer's round of creates can take 30 s
+        meta_round()
+        if len(meta_rounds["create"]) >= 2 and all(settled(meta_rounds[k]) for k in ("create", "stat", "unlink")):
+            break
+    for k, v in meta_rounds.items():
+        rounds[f"metadata {k}, {'entries' if k == 'readdir' else 'ops'}/s"] = v
     os.rmdir(d)
     return {"warm_rounds": rounds}
 
@@ -1251,7 +1276,8 @@ def report(runner, plan, targets, info, counter, elapsed):
             f"{plan.warm_count} small files written (8 threads) in rounds, each into an empty folder, until two rounds agree, the last round's files read, read "
             "cold (8 threads, as the small-file step) at least 3 times and until two rounds agree, stat'ed, "
             "listed (readdir, 3 times) and unlinked, and the metadata "
-            f"phases once on {plan.meta_count} other empty files (created, stat'ed, listed 3 times, unlinked). So each "
+            f"phases on {plan.meta_count} other empty files (created, stat'ed, listed 3 times, unlinked; caches dropped before each "
+            "phase, as in the timed steps) in rounds until create, stat and unlink each agree with the round before (at most 6). So each "
             "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
             "(its JIT takes several GiB of cold reads to settle: the first GiB read right after start costs about 4x the CPU "
             "of the tenth; a listing of 5,000 names took 26-35 ms before its path was compiled, 8-9 ms after), "
