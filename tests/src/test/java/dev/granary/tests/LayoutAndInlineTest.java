@@ -228,13 +228,16 @@ class LayoutAndInlineTest {
     }
 
     /**
-     * Small-file packing: files above inline_max (256 KiB) and at most pack_max (1 MiB) that 8
+     * Small-file packing (client.pack_max 1 MiB; off by default): files above inline_max (256 KiB) and at most pack_max that 8
      * threads close together share S3 blocks: fewer PUTs than files; each reads back whole after
-     * the page cache is dropped (through the OSS, whose chunk cache serves the neighbours).
+     * the page cache is dropped, also through the mount without packing.
      */
     @Test
     void filesClosedTogetherShareS3Puts() throws Exception {
-        Path d = Files.createDirectory(mnt.resolve("packed"));
+        cluster.cluster().config().client.packMax = "1MiB"; // opt-in: a second mount of this cluster with packing on
+        Path packedMnt = tmp.resolve("mnt-packed");
+        cluster.mount(packedMnt);
+        Path d = Files.createDirectory(packedMnt.resolve("packed"));
         int threads = 8, perThread = 20, n = threads * perThread;
         List<byte[]> files = new ArrayList<>();
         Random rnd = new Random(9);
@@ -268,6 +271,7 @@ class LayoutAndInlineTest {
         Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
         for (int i = 0; i < n; i++) {
             assertArrayEquals(files.get(i), Files.readAllBytes(d.resolve("p" + i)), "p" + i);
+            assertArrayEquals(files.get(i), Files.readAllBytes(mnt.resolve("packed").resolve("p" + i)), "p" + i + " through the other mount");
         }
     }
 }

@@ -1,5 +1,6 @@
 package dev.granary.client.vfs;
 
+import dev.granary.mds.FsException;
 import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.proto.Extent;
 import dev.granary.mds.proto.MdsRequest;
@@ -13,6 +14,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 
 /**
@@ -65,7 +67,7 @@ final class PackWriter {
 
     private final MdsClient mds;
     /** Sends a commit_pack after the deferred creates of its files (inode numbers): returns its answer. */
-    private final java.util.function.BiFunction<List<Long>, MdsRequest, MdsResponse> send;
+    private final BiFunction<List<Long>, MdsRequest, MdsResponse> send;
     private final BlockIo blockIo;
     private final int packBytes;
     private final Map<Integer, Lane> lanes = new HashMap<>();
@@ -77,7 +79,7 @@ final class PackWriter {
      * committed through {@code mds} by {@code send}, which sends the creates of the files still
      * deferred in the same Raft entry first.
      */
-    PackWriter(MdsClient mds, BlockIo blockIo, int packBytes, java.util.function.BiFunction<List<Long>, MdsRequest, MdsResponse> send) {
+    PackWriter(MdsClient mds, BlockIo blockIo, int packBytes, BiFunction<List<Long>, MdsRequest, MdsResponse> send) {
         this.mds = mds;
         this.send = send;
         this.blockIo = blockIo;
@@ -90,7 +92,7 @@ final class PackWriter {
      * packed extent; blocks until that commit was answered. Returns the answer (its own status:
      * the caller handles errnos) and the extent.
      *
-     * @throws dev.granary.mds.FsException EIO when the pack's upload failed; the MDS client's errors
+     * @throws FsException EIO when the pack's upload failed; the MDS client's errors
      *     when the commit_pack itself failed (every file of the pack gets them)
      */
     Done commit(int ost, long ino, byte[] data, int len, Function<Extent, MdsRequest> commitFor) {
@@ -179,7 +181,7 @@ final class PackWriter {
         try {
             blockIo.write(ost, key, block).join();
         } catch (CompletionException e) {
-            throw new dev.granary.mds.FsException(Status.EIO, "upload of pack " + key + " (" + batch.size() + " files) to OST "
+            throw new FsException(Status.EIO, "upload of pack " + key + " (" + batch.size() + " files) to OST "
                     + ost + " failed: " + GranaryVfs.rootMessage(e));
         }
         List<Long> inos = new ArrayList<>(batch.size());
@@ -188,7 +190,7 @@ final class PackWriter {
         }
         List<MdsResponse> answers = MdsClient.check(send.apply(inos, mds.commitPackRequest(ost, key, total, commits))).getBatchList();
         if (answers.size() != batch.size()) {
-            throw new dev.granary.mds.FsException(Status.EIO, "the MDS answered " + answers.size() + " of the " + batch.size()
+            throw new FsException(Status.EIO, "the MDS answered " + answers.size() + " of the " + batch.size()
                     + " commits of pack " + key);
         }
         packs.incrementAndGet();

@@ -46,7 +46,7 @@ class PackVfsTest extends LocalClusterTestBase {
 
     @BeforeEach
     void setUp(TestInfo info) {
-        ClientConfig c = ClientConfig.defaults().withInlineMax(16 * 1024).withDirLease(false);
+        ClientConfig c = ClientConfig.defaults().withInlineMax(16 * 1024).withPackMax(1 << 20).withDirLease(false);
         a = new GranaryVfs(cluster.mds, cluster.blockIo, c);
         b = new GranaryVfs(cluster.mds, cluster.blockIo, c);
         dir = "/" + info.getTestMethod().orElseThrow().getName();

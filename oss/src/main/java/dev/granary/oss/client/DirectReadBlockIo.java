@@ -125,9 +125,7 @@ public final class DirectReadBlockIo implements BlockIo {
         if (offset < 0 || length <= 0) {
             return oss.readView(ost, key, offset, length); // its checks and answers
         }
-        if (System.nanoTime() - pausedUntilNs < 0 || key.startsWith(PACK_KEY_PREFIX)) {
-            // a pack holds files written together, which are read together: its OSS caches the
-            // chunk around a file, so the neighbours' reads are served from memory
+        if (System.nanoTime() - pausedUntilNs < 0) {
             return oss.readView(ost, key, offset, length);
         }
         Key k = new Key(ost, key);

@@ -107,25 +107,6 @@ class DirectReadBlockIoTest {
         assertEquals(ossGets, server.s3Gets(), "served from the OSS cache");
     }
 
-    /**
-     * A pack (small files written together, key under {@code pack/}) is read through its OSS, which
-     * caches the chunk around a file: the neighbours' reads come from its memory, one GET for many files.
-     */
-    @Test
-    void packsAreReadThroughTheOssWhoseChunkCacheServesTheNeighbours() throws Exception {
-        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "packs")));
-        byte[] pack = random(800_000, 3);
-        String key = dev.granary.oss.BlockIo.PACK_KEY_PREFIX + "00000000000000a3-0123";
-        store.put(key, pack);
-        OssServer server = server(store);
-        DirectReadBlockIo io = client(server);
-        for (int off = 0; off < pack.length; off += 100_000) {
-            assertArrayEquals(Arrays.copyOfRange(pack, off, off + 100_000), io.read(0, key, off, 100_000).get(20, TimeUnit.SECONDS));
-        }
-        assertEquals(0, io.directGets(), "no GET straight from S3");
-        assertEquals(1, server.s3Gets(), "eight files, one GET of the OSS (its chunk holds them all)");
-    }
-
     @Test
     void aMissingBlockFailsWithFileNotFoundLikeThroughTheOss() throws Exception {
         S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "missing")));

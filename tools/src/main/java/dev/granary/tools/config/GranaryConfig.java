@@ -109,8 +109,8 @@ public final class GranaryConfig {
         public boolean allowOther = true;
         /** Files up to this size keep their data inline in the MDS (data on MDS); 0 disables; at most 1MiB. */
         public String inlineMax = "256KiB";
-        /** Files above inline_max and up to this size are packed: those closed together share one S3 block; 0 disables; at most 4MiB. */
-        public String packMax = "1MiB";
+        /** Files above inline_max and up to this size are packed: those closed together share one S3 block; 0 (default) disables; at most 4MiB. */
+        public String packMax = "0";
         /** Keep a file's kernel page cache across opens while its size and mtime are unchanged. */
         public boolean keepCache = true;
         /** An open this soon after a lookup of the same small file uses that lookup's map ("0s": never). */
