@@ -258,18 +258,9 @@ final class DeferredCreates implements AutoCloseable {
      * @throws FsException the create's refusal, or the commit's errno
      */
     MdsResponse sendWith(long ino, MdsRequest commit) {
-        List<Pending> mine = new ArrayList<>();
-        CompletableFuture<Void> other = claim(List.of(ino), mine);
-        if (!mine.isEmpty()) {
-            MdsResponse r = send(mine, commit);
-            throwRefusal(ino); // the create's own errno, not the commit's ENOENT that follows from it
-            return commit == null ? null : MdsClient.check(r);
-        }
-        if (other != null) {
-            other.join();
-        }
-        throwRefusal(ino);
-        return null;
+        MdsResponse r = sendAllWith(List.of(ino), commit);
+        throwRefusal(ino); // the create's own errno, not the commit's ENOENT that follows from it
+        return r == null ? null : MdsClient.check(r);
     }
 
     /**

@@ -1441,7 +1441,7 @@ public final class OpenFile {
      * changing nothing, when the file does not qualify.
      */
     private boolean stageInline() {
-        int max = Math.max(vfs.config().inlineMax(), vfs.packWriter() == null ? 0 : vfs.config().packMax());
+        int max = Math.max(vfs.config().inlineMax(), vfs.config().packMax()); // packMax 0: no packing
         StripeBuffer buf = dirty.get(0L);
         if (max == 0 || buf == null || dirty.size() != 1 || !uploading.isEmpty() || !uploaded.isEmpty()
                 || size == 0 || size > max || size > stripeSize) {

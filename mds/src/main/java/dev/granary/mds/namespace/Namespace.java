@@ -1412,7 +1412,7 @@ public final class Namespace {
         }
     }
 
-    /** The number of extents referring to pack {@code blockKey} of OST {@code ost}, 0 when it has no record (tests, fsck). */
+    /** The number of extents referring to pack {@code blockKey} of OST {@code ost}, 0 when it has no record (tests). */
     public long packRefs(int ost, String blockKey) {
         PackRecord p = MdsSchema.getPack(txn, ost, blockKey);
         return p == null ? 0 : p.getRefs();

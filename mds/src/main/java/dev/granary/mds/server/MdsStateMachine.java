@@ -6,6 +6,7 @@ import dev.granary.mds.namespace.Namespace;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.DirLease;
 import dev.granary.mds.proto.Caller;
+import dev.granary.mds.proto.CommitPackRequest;
 import dev.granary.mds.proto.MdsRequest;
 import dev.granary.mds.proto.MdsResponse;
 import dev.granary.mds.proto.Status;
@@ -126,26 +127,12 @@ public final class MdsStateMachine implements KvApplier {
             return errorResponse(Status.EINVAL, "pack " + q.getBlockKey() + " of OST " + q.getOst() + " was committed before");
         }
         MdsResponse.Builder out = MdsResponse.newBuilder().setStatus(Status.OK);
-        long refs = 0;
+        long[] refs = {0};
         for (MdsRequest one : q.getCommitsList()) {
-            MdsRequest stamped = one.toBuilder().setNowNs(r.getNowNs()).build();
-            BufferedTxn buf = new BufferedTxn(txn);
-            try {
-                Namespace ns = Namespace.live(buf);
-                ns.inPack(q.getOst(), q.getBlockKey(), q.getBlockLength());
-                MdsResponse resp = dispatch(ns, stamped, true, r.getNowNs());
-                buf.flushTo(txn);
-                refs += ns.packRefsAdded();
-                out.addBatch(resp);
-            } catch (FsException e) {
-                if (log.isDebugEnabled()) {
-                    log.debug("log index {}: commit in pack {}: {}", logIndex, q.getBlockKey(), e.getMessage());
-                }
-                out.addBatch(errorResponse(e.status(), message(e)));
-            }
+            out.addBatch(applyOne(logIndex, one.toBuilder().setNowNs(r.getNowNs()).build(), txn, q, refs));
         }
         BufferedTxn buf = new BufferedTxn(txn);
-        Namespace.live(buf).finishPack(q.getOst(), q.getBlockKey(), q.getBlockLength(), refs,
+        Namespace.live(buf).finishPack(q.getOst(), q.getBlockKey(), q.getBlockLength(), refs[0],
                 q.getCommits(0).getCommitExtents().getIno(), r.getNowNs());
         buf.flushTo(txn);
         return out.build();
@@ -164,14 +151,30 @@ public final class MdsStateMachine implements KvApplier {
     }
 
     private MdsResponse applyOne(long logIndex, MdsRequest r, KvTxn txn) {
+        return applyOne(logIndex, r, txn, null, null);
+    }
+
+    /**
+     * Applies one mutation on its own buffer over the entry's transaction (one that fails writes
+     * nothing). With {@code pack} set, {@code r} is one commit of that commit_pack: the namespace
+     * accepts packed extents of that pack only, and the references a successful commit added to it
+     * are counted into {@code packRefs[0]}.
+     */
+    private MdsResponse applyOne(long logIndex, MdsRequest r, KvTxn txn, CommitPackRequest pack, long[] packRefs) {
         BufferedTxn buf = new BufferedTxn(txn);
         try {
             Namespace ns = Namespace.live(buf);
             if (!rootKnown && ns.ensureRoot(r.getNowNs())) {
                 rootKnown = true;
             }
+            if (pack != null) {
+                ns.inPack(pack.getOst(), pack.getBlockKey(), pack.getBlockLength());
+            }
             MdsResponse resp = dispatch(ns, r, true, r.getNowNs());
             buf.flushTo(txn);
+            if (pack != null) {
+                packRefs[0] += ns.packRefsAdded();
+            }
             return resp;
         } catch (FsException e) {
             if (log.isDebugEnabled()) {
