@@ -3,6 +3,7 @@ package dev.granary.client.fuse;
 import dev.granary.client.vfs.GranaryVfs;
 import dev.granary.client.vfs.Names;
 import dev.granary.client.vfs.OpenFile;
+import dev.granary.client.vfs.PageCacheFill;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Status;
@@ -15,6 +16,7 @@ import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 import jnr.ffi.Pointer;
@@ -554,7 +556,8 @@ public class GranaryFuse extends PooledFuseFS {
         return call("read", path, c -> {
             // Each part straight from its block's array into the kernel's buffer: one copy.
             long at = 0;
-            for (ByteBuffer part : vfs.readBuffers(c, fi.fh.get(), offset, (int) Math.min(size, Integer.MAX_VALUE))) {
+            long fh = fi.fh.get();
+            for (ByteBuffer part : vfs.readBuffers(c, fh, offset, (int) Math.min(size, Integer.MAX_VALUE), pageCacheFill(fh, fi))) {
                 int n = part.remaining();
                 if (part.hasArray()) {
                     buf.put(at, part.array(), part.arrayOffset() + part.position(), n);
@@ -567,6 +570,67 @@ public class GranaryFuse extends PooledFuseFS {
             }
             return (int) at;
         });
+    }
+
+    /** Linux's O_DIRECT (asm-generic/fcntl.h on x86). */
+    private static final int O_DIRECT = 040000;
+
+    /**
+     * Where this READ's dense random reads may put the stripe they fetch whole
+     * ({@link PageCacheFill}): the page cache of the request's kernel node, through
+     * {@link #storeInPageCache}, as long as no request that may change the node's pages arrived
+     * after this READ ({@link #pageGeneration}), no handle of the file here may write, and this
+     * client holds no uncommitted writes to it. Null for an O_DIRECT read, a handle that may
+     * write, or off a pool thread.
+     */
+    private PageCacheFill pageCacheFill(long fh, FuseFileInfo fi) {
+        long node = requestKernelNode();
+        if (node < 0 || (fi.flags.get() & (O_DIRECT | O_ACCMODE)) != 0) {
+            return null;
+        }
+        long ino = vfs.handle(fh).ino();
+        if (vfs.hasWriteHandles(ino)) {
+            return null;
+        }
+        long generation = pageGeneration(node);
+        return (fileOffset, data) -> CompletableFuture.runAsync(() -> {
+            if (vfs.hasWriteHandles(ino) || vfs.holdsUncommittedWrites(ino)) {
+                return;
+            }
+            int r = storeInPageCache(node, generation, fileOffset, data);
+            if (r == 0) {
+                pageStores.increment();
+                pageStoreBytes.add(data.limit());
+            } else if (r < 0 && r != -ErrorCodes.ENOENT() && storeFailureLogged.compareAndSet(false, true)) {
+                LOG.warn("the kernel refused bytes for its page cache (errno {}): dense random reads fetch stripes whole and still read them from Granary", -r);
+            }
+        }, pageStoreExecutor).exceptionally(t -> {
+            LOG.debug("storing pages of inode {} failed: {}", ino, t.toString());
+            return null;
+        });
+    }
+
+    /**
+     * Runs the page-cache stores of {@link #pageCacheFill}, one at a time: never a FUSE worker or
+     * a transport thread, which a READ whose pages the kernel holds locked may be waiting for.
+     */
+    private final java.util.concurrent.ExecutorService pageStoreExecutor = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "granary-page-store");
+        t.setDaemon(true);
+        return t;
+    });
+    private final java.util.concurrent.atomic.LongAdder pageStores = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder pageStoreBytes = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.AtomicBoolean storeFailureLogged = new java.util.concurrent.atomic.AtomicBoolean();
+
+    /** Stripes stored in the kernel's page cache for dense random readers so far (diagnostics, tests). */
+    public long pageStores() {
+        return pageStores.sum();
+    }
+
+    /** Bytes of those stores. */
+    public long pageStoreBytes() {
+        return pageStoreBytes.sum();
     }
 
     @Override

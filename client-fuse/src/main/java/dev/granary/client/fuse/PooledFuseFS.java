@@ -353,6 +353,108 @@ public abstract class PooledFuseFS extends FuseStubFS {
         return r == 0;
     }
 
+    /**
+     * The kernel's requests that may change a node's bytes or its cached pages, or end the node
+     * (linux/fuse.h): OPEN (without keep_cache the opener drops the pages; a writer's opens),
+     * SETATTR (truncate), WRITE, FLUSH, FSYNC, RELEASE, FALLOCATE, COPY_FILE_RANGE, and FORGET.
+     */
+    private static final int FUSE_WRITE = 16, FUSE_FALLOCATE = 43, FUSE_COPY_FILE_RANGE = 47;
+
+    /** FUSE_NOTIFY_STORE's code and the size of its {@code struct fuse_notify_store_out} (nodeid, offset, size, padding) (linux/fuse.h). */
+    private static final int FUSE_NOTIFY_STORE = 4, NOTIFY_STORE_OUT_BYTES = 24;
+
+    /** Counters per kernel node (hashed into stripes): bumped by every request that may change its pages ({@link #pageGeneration}). */
+    private final java.util.concurrent.atomic.AtomicLongArray pageGenerations = new java.util.concurrent.atomic.AtomicLongArray(4096);
+
+    private static int genSlot(long node) {
+        return (int) (Long.hashCode(node * 0x9E3779B97F4A7C15L) & 4095);
+    }
+
+    private void bumpPageGeneration(long node) {
+        pageGenerations.incrementAndGet(genSlot(node));
+    }
+
+    /**
+     * A counter of kernel node {@code node} that moves (at least) whenever a request arrived that
+     * may change the node's bytes or page cache, before this filesystem serves it (OPEN, SETATTR,
+     * WRITE, FLUSH, FSYNC, RELEASE, FALLOCATE, COPY_FILE_RANGE, FORGET): bytes read before it was
+     * taken may be stored in the node's page cache ({@link #storeInPageCache}) only while it has
+     * not moved. Nodes share counters, so it may also move for another node's request.
+     */
+    protected final long pageGeneration(long node) {
+        return pageGenerations.get(genSlot(node));
+    }
+
+    /** Native memory {@link #storeInPageCache} builds its messages in (grown on demand; guarded by itself). */
+    private Pointer storeBuffer;
+    private final Object storeLock = new Object();
+
+    /**
+     * Puts {@code data} (bytes [0, limit), absolute gets) into the page cache of kernel node
+     * {@code node} at byte {@code offset} (page-aligned) with {@code FUSE_NOTIFY_STORE}
+     * (linux/fuse.h; Linux marks whole pages, and a last partial page at the end of file,
+     * up to date, and raises its idea of the file's size to offset + length if it was smaller), as
+     * long as {@link #pageGeneration} of the node is still {@code generation}; if it moved while
+     * the store ran, the stored range is invalidated again. Must not run on a thread a pending
+     * FUSE request waits for (the kernel locks the pages a READ in flight covers until its
+     * reply). Returns 0 when stored, 1 when left out or undone (the generation moved), -errno when
+     * the kernel refused (ENOENT: it no longer holds the node) or there is no channel (ENOSYS).
+     */
+    protected final int storeInPageCache(long node, long generation, long offset, java.nio.ByteBuffer data) {
+        LibC libc = replyLibc;
+        int fd = replyFd;
+        if (libc == null || fd < 0) {
+            return -38; // ENOSYS
+        }
+        int len = data.limit();
+        synchronized (storeLock) {
+            if (pageGeneration(node) != generation) {
+                return 1;
+            }
+            Runtime rt = Runtime.getSystemRuntime();
+            int total = OUT_HEADER_BYTES + NOTIFY_STORE_OUT_BYTES + len;
+            if (storeBuffer == null || storeBuffer.size() < total + 16) {
+                storeBuffer = Memory.allocateDirect(rt, Math.max(total + 16, 1 << 20), false);
+            }
+            Pointer m = storeBuffer;
+            m.putInt(0, total); // fuse_out_header: len, error = the notify code, unique = 0
+            m.putInt(OUT_HEADER_ERROR, FUSE_NOTIFY_STORE);
+            m.putLong(OUT_HEADER_UNIQUE, 0);
+            m.putLong(OUT_HEADER_BYTES, node); // fuse_notify_store_out
+            m.putLong(OUT_HEADER_BYTES + 8, offset);
+            m.putInt(OUT_HEADER_BYTES + 16, len);
+            m.putInt(OUT_HEADER_BYTES + 20, 0);
+            int at = OUT_HEADER_BYTES + NOTIFY_STORE_OUT_BYTES;
+            if (data.hasArray()) {
+                m.put(at, data.array(), data.arrayOffset(), len);
+            } else {
+                byte[] chunk = new byte[64 << 10];
+                for (int i = 0; i < len; i += chunk.length) {
+                    int n = Math.min(chunk.length, len - i);
+                    data.get(i, chunk, 0, n);
+                    m.put(at + i, chunk, 0, n);
+                }
+            }
+            Pointer vec = m.slice(total, 16);
+            vec.putPointer(0, m);
+            vec.putLong(8, total);
+            if (libc.writev(fd, vec, 1) < 0) {
+                return -rt.getLastError();
+            }
+        }
+        if (pageGeneration(node) != generation) {
+            // a request that may change the pages arrived meanwhile (a write, a truncate, an open
+            // dropping them): the stored bytes may be older than it, so they go again
+            LibFuseSession lib = session;
+            Pointer ch = channel;
+            if (lib != null && ch != null) {
+                lib.fuse_lowlevel_notify_inval_inode(ch, node, offset, len);
+            }
+            return 1;
+        }
+        return 0;
+    }
+
     /** The kernel's node id of the file of the request the current thread serves; -1 when not a pool thread. */
     protected static long requestKernelNode() {
         return REQUEST.get() == null ? -1 : KERNEL_NODE.get()[0];
@@ -742,6 +844,16 @@ public abstract class PooledFuseFS extends FuseStubFS {
         long node = req.getLong(IN_HEADER_NODEID);
         int opcode = req.getInt(IN_HEADER_OPCODE);
         KERNEL_NODE.get()[0] = opcode == FUSE_LINK ? req.getLong(IN_HEADER_BYTES) : node;
+        switch (opcode) {
+            case FUSE_OPEN, FUSE_SETATTR, FUSE_WRITE, FUSE_FLUSH, FUSE_FSYNC, FUSE_RELEASE, FUSE_FALLOCATE,
+                 FUSE_COPY_FILE_RANGE, FUSE_FORGET -> bumpPageGeneration(node);
+            case FUSE_BATCH_FORGET -> {
+                for (int i = 0, count = req.getInt(IN_HEADER_BYTES); i < count; i++) {
+                    bumpPageGeneration(req.getLong(IN_HEADER_BYTES + 8 + 16L * i));
+                }
+            }
+            default -> { }
+        }
         if (v == null) {
             return true;
         }

@@ -441,6 +441,12 @@ public final class GranaryVfs implements AutoCloseable {
         return holds[0];
     }
 
+    /** Whether a handle of inode {@code ino} open on this client may write (opened O_WRONLY or O_RDWR). */
+    public boolean hasWriteHandles(long ino) {
+        Set<OpenFile> open = filesByIno.get(ino);
+        return open != null && open.stream().anyMatch(f -> (f.flags() & O_ACCMODE) != O_RDONLY);
+    }
+
     /** Records a regular file's MDS ctime in {@link #newestCtimes} (the largest seen wins). */
     private void noteCtime(Attr a) {
         if (isReg(a)) {
@@ -1536,8 +1542,31 @@ public final class GranaryVfs implements AutoCloseable {
      * {@link #read} without assembling them in one array first. EBADF, EIO.
      */
     public List<ByteBuffer> readBuffers(Caller c, long fh, long offset, int length) {
-        return withPeersCommitted(file(fh)).readBuffers(offset, length);
+        return readBuffers(c, fh, offset, length, null);
     }
+
+    /**
+     * {@link #readBuffers(Caller, long, long, int)}; {@code fill} (may be null) is where a dense
+     * random reader's whole-stripe fetch goes ({@link OpenFile#readBuffers(long, int, PageCacheFill)}).
+     * EBADF, EIO.
+     */
+    public List<ByteBuffer> readBuffers(Caller c, long fh, long offset, int length, PageCacheFill fill) {
+        return withPeersCommitted(file(fh)).readBuffers(offset, length, fill);
+    }
+
+    /** Whole stripes fetched for dense random readers (and stored in the page cache), and their bytes. */
+    public record DenseReadStats(long fills, long bytes) {}
+
+    /** What dense random reads fetched whole so far ({@link DenseRandomReads}). */
+    public DenseReadStats denseReadStats() {
+        return new DenseReadStats(denseReads.fills(), denseReads.fillBytes());
+    }
+
+    DenseRandomReads denseReads() {
+        return denseReads;
+    }
+
+    private final DenseRandomReads denseReads = new DenseRandomReads();
 
     /** write(2) of {@code len} bytes of {@code data} at {@code offset}; returns {@code len}. EBADF, EIO, EFBIG. */
     public int write(Caller c, long fh, long offset, byte[] data, int len) {

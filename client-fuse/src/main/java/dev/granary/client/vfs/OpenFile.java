@@ -646,13 +646,25 @@ public final class OpenFile {
      * @throws FsException EINVAL for a negative offset/length, EIO when a block read fails
      */
     public List<ByteBuffer> readBuffers(long offset, int length) {
+        return readBuffers(offset, length, null);
+    }
+
+    /**
+     * Like {@link #readBuffers(long, int)}; {@code fill}, when not null, is where a random read of
+     * a stripe random readers of this client read densely puts the rest of the stripe, which it
+     * then fetches whole ({@link DenseRandomReads}). Only a read-only handle fills.
+     *
+     * @throws FsException as {@link #readBuffers(long, int)}
+     */
+    public List<ByteBuffer> readBuffers(long offset, int length, PageCacheFill fill) {
+        PageCacheFill f = (flags & GranaryVfs.O_ACCMODE) == GranaryVfs.O_RDONLY ? fill : null;
         try {
-            return readBuffersOnce(offset, length);
+            return readBuffersOnce(offset, length, f);
         } catch (FsException e) {
             if (!missingBlock(e) || !reloadAfterMissingBlock()) {
                 throw e;
             }
-            return readBuffersOnce(offset, length); // once: the map read after the miss is the live one
+            return readBuffersOnce(offset, length, f); // once: the map read after the miss is the live one
         }
     }
 
@@ -718,7 +730,7 @@ public final class OpenFile {
         return e;
     }
 
-    private List<ByteBuffer> readBuffersOnce(long offset, int length) {
+    private List<ByteBuffer> readBuffersOnce(long offset, int length, PageCacheFill fill) {
         if (offset < 0 || length < 0) {
             throw new FsException(Status.EINVAL, "negative offset or length");
         }
@@ -746,7 +758,7 @@ public final class OpenFile {
                 }
                 if (wait.isEmpty()) {
                     n = (int) Math.min(length, size - offset);
-                    out = plan(offset, length, pieces);
+                    out = plan(offset, length, pieces, fill);
                     break;
                 }
             } finally {
@@ -805,7 +817,7 @@ public final class OpenFile {
      * this handle's own unflushed bytes are in the range, copies them into the array it returns;
      * returns null when the range is blocks and holes only (the caller slices the blocks).
      */
-    private byte[] plan(long offset, int length, List<Piece> pieces) {
+    private byte[] plan(long offset, int length, List<Piece> pieces, PageCacheFill fill) {
             int n = (int) Math.min(length, size - offset);
             long firstStripe = offset / stripeSize;
             long lastStripe = (offset + n - 1) / stripeSize;
@@ -861,6 +873,12 @@ public final class OpenFile {
                 }
                 if (p != null) {
                     pieces.add(new Piece(dst, end - a, p.data, a, overlay, ovDst));
+                    continue;
+                }
+                CompletableFuture<ByteBuffer> whole = fill != null && !sequential && buf == null && out == null
+                        ? wholeStripeForDenseReads(e, sStart, fill) : null;
+                if (whole != null) {
+                    pieces.add(new Piece(dst, end - a, whole, a, overlay, ovDst));
                 } else {
                     pieces.add(new Piece(dst, end - a, readBlock(e, a, end - a), 0, overlay, ovDst));
                 }
@@ -869,6 +887,42 @@ public final class OpenFile {
                 startReadahead(last);
             }
             return out;
+    }
+
+    /**
+     * For a random read of the stripe of extent {@code e} (starting at file offset
+     * {@code stripeStart}) by a read-only handle, {@link DenseRandomReads}: the stripe's whole
+     * bytes when they are being fetched (for this read, or for an earlier one of any handle of
+     * this client), the fetch then stored in the page cache through {@code fill}; null when
+     * the read should fetch just its own range (sparse reads so far, inline data, or
+     * {@code client.max_readahead} held by other windows). Lock held.
+     */
+    private CompletableFuture<ByteBuffer> wholeStripeForDenseReads(Extent e, long stripeStart, PageCacheFill fill) {
+        if (!e.getInlineData().isEmpty() || DenseRandomReads.THRESHOLD <= 0) {
+            return null;
+        }
+        DenseRandomReads.Block b = vfs.denseReads().block(e.getBlockKey(), e.getBlockOffset());
+        CompletableFuture<ByteBuffer> running = b.fetching;
+        if (running != null) {
+            return running;
+        }
+        if (b.reads.incrementAndGet() != DenseRandomReads.THRESHOLD) {
+            return null;
+        }
+        int len = (int) Math.min(Math.min(e.getLength(), stripeSize), size - stripeStart);
+        if (len <= 0 || !vfs.readaheadBudget().tryReserve(len)) {
+            return null;
+        }
+        CompletableFuture<ByteBuffer> whole = readBlock(e, 0, len);
+        b.fetching = whole;
+        vfs.denseReads().filled(len);
+        whole.handle((data, t) -> t == null ? fill.store(stripeStart, data) : CompletableFuture.<Void>completedFuture(null))
+                .thenCompose(x -> x)
+                .whenComplete((x, t) -> {
+                    b.fetching = null; // the bytes are in the page cache now (or were left out): free them
+                    vfs.readaheadBudget().release(len);
+                });
+        return whole;
     }
 
     /** Keeps the next readahead stripes after {@code last} in flight (lock held). */
