@@ -117,7 +117,8 @@ class DirectReadsFuseTest {
     }
 
     /**
-     * Dense random reads (two 128 KiB reads in a 4 MiB stripe) fetch the stripe whole once and
+     * With {@code client.stripe_fill_reads: 2} (off by default), dense random reads (two 128 KiB
+     * reads in a 4 MiB stripe) fetch the stripe whole once and
      * put it in the kernel's page cache, where the other 30 reads of each stripe find it: 256
      * reads of 8 stripes cost 16 GETs (and 8 more at most if the VM evicted pages), where each read
      * was a GET of its own before. The bytes are the file's; sparse reads (one per stripe) still
@@ -126,6 +127,26 @@ class DirectReadsFuseTest {
      */
     @Test
     void denseRandomReadsFetchAStripeOnceIntoThePageCache() throws Exception {
+        cluster.cluster().config().client.stripeFillReads = 2; // opt-in: the mounts made in this test
+        try {
+            denseRandomReads();
+        } finally {
+            cluster.cluster().config().client.stripeFillReads = 0;
+        }
+        // Off (the default): the same two reads per stripe fetch just their ranges.
+        dropOssCaches();
+        try (Nodes.Client r = cluster.mount(tmp.resolve("doff"));
+                FileChannel ch = FileChannel.open(r.mount().mountPoint().resolve("d"), StandardOpenOption.READ)) {
+            for (int k = 0; k < 8; k++) {
+                ch.read(ByteBuffer.allocate(128 << 10), (long) k * 4 * MIB + (5L << 17));
+                ch.read(ByteBuffer.allocate(128 << 10), (long) k * 4 * MIB + (17L << 17));
+            }
+            assertEquals(0, r.vfs().denseReadStats().fills(), "stripe_fill_reads 0: no stripe fetched whole");
+            assertEquals(0, r.mount().fs().pageStores());
+        }
+    }
+
+    private void denseRandomReads() throws Exception {
         int stripes = 8;
         byte[] data = new byte[stripes * 4 * MIB + 12345];
         new Random(11).nextBytes(data);

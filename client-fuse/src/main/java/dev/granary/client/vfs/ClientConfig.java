@@ -77,12 +77,21 @@ import java.time.Duration;
  *                         their extents point into it ({@link PackWriter}). Default 0 (off: on this
  *                         machine a file read from a shared pack cost 15-25% more than from its own
  *                         block); 1 MiB halves the PUTs of files above {@code inlineMax}
+ * @param stripeFillReads  whole-stripe fills for dense random readers ({@link DenseRandomReads}): the
+ *                         random read of a stripe that is this client's {@code stripeFillReads}-th
+ *                         (within 60 s of each other) fetches the stripe whole and stores it in the
+ *                         kernel's page cache, where the stripe's later reads find it. 0 (default)
+ *                         is off: every random read fetches its own range. It pays when random
+ *                         readers end up reading most of each stripe (fio's 128 KiB reads of every
+ *                         block: 1.6-1.8x the IOPS with 2); it loses when they read part of it (half
+ *                         of the blocks: 0.6-0.75x; a quarter: 0.3x), as the bytes not read cost
+ *                         S3 and this client as much as those read
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
                            int inlineMax, boolean keepCache, Duration openAfterLookup, Duration lockLease,
                            int stataheadMax, boolean deferredUnlink, boolean deferredCreate, long maxReadaheadBytes,
-                           boolean dirLease, int packMax) {
+                           boolean dirLease, int packMax, int stripeFillReads) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -124,6 +133,9 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
         if (packMax < 0 || packMax > PACK_BYTES) {
             throw new IllegalArgumentException("packMax must be in [0, " + PACK_BYTES + "] bytes, got " + packMax);
         }
+        if (stripeFillReads < 0 || stripeFillReads == 1 || stripeFillReads > 1024) {
+            throw new IllegalArgumentException("stripeFillReads must be 0 (off) or in [2, 1024], got " + stripeFillReads);
+        }
     }
 
     /** Largest pack (one block of small files closed together), bytes. */
@@ -131,86 +143,91 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
 
     /** A copy with another packing threshold (bytes; 0 disables packing). */
     public ClientConfig withPackMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, n);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, n, stripeFillReads);
     }
 
     /**
      * The defaults: 1 s caches, 4 readahead stripes, 256 MiB dirty, 8 io threads, 1024-entry pages,
      * allow_other, 1 MiB FUSE I/O, files up to 256 KiB inline, kernel page cache kept across opens,
      * statahead of up to 32768 entries, unlinks committed before they return, O_TRUNC creates deferred, 256 MiB of read windows,
-     * directory leases, no packing.
+     * directory leases, no packing, no whole-stripe fills.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true, 256L * MIB, true, 0);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true, 256L * MIB, true, 0, 0);
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another inline-data threshold (bytes; 0 disables). */
     public ClientConfig withInlineMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with keep_cache on or off. */
     public ClientConfig withKeepCache(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another open-after-lookup window (0 disables). */
     public ClientConfig withOpenAfterLookup(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another lock lease. */
     public ClientConfig withLockLease(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with another statahead limit (entries per directory fetch; 0 disables). */
     public ClientConfig withStataheadMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with deferred creates on or off. */
     public ClientConfig withDeferredCreate(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with deferred unlinks on or off. */
     public ClientConfig withDeferredUnlink(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate, maxReadaheadBytes, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads);
     }
 
     /** A copy with directory leases on or off. */
     public ClientConfig withDirLease(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, b, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, b, packMax, stripeFillReads);
+    }
+
+    /** A copy with another whole-stripe fill threshold (random reads of a stripe; 0 disables it). */
+    public ClientConfig withStripeFillReads(int n) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, n);
     }
 
     /** A copy with another read-window budget (bytes; 0 disables readahead). */
     public ClientConfig withMaxReadaheadBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, n, dirLease, packMax);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, n, dirLease, packMax, stripeFillReads);
     }
 }

@@ -652,7 +652,8 @@ public final class OpenFile {
     /**
      * Like {@link #readBuffers(long, int)}; {@code fill}, when not null, is where a random read of
      * a stripe random readers of this client read densely puts the rest of the stripe, which it
-     * then fetches whole ({@link DenseRandomReads}). Only a read-only handle fills.
+     * then fetches whole ({@link DenseRandomReads}, {@link ClientConfig#stripeFillReads()}). Only a
+     * read-only handle fills.
      *
      * @throws FsException as {@link #readBuffers(long, int)}
      */
@@ -898,7 +899,8 @@ public final class OpenFile {
      * {@code client.max_readahead} held by other windows). Lock held.
      */
     private CompletableFuture<ByteBuffer> wholeStripeForDenseReads(Extent e, long stripeStart, PageCacheFill fill) {
-        if (!e.getInlineData().isEmpty() || DenseRandomReads.THRESHOLD <= 0) {
+        int threshold = vfs.config().stripeFillReads();
+        if (!e.getInlineData().isEmpty() || threshold <= 0) {
             return null;
         }
         DenseRandomReads.Block b = vfs.denseReads().block(e.getBlockKey(), e.getBlockOffset());
@@ -906,7 +908,7 @@ public final class OpenFile {
         if (running != null) {
             return running;
         }
-        if (b.reads.incrementAndGet() != DenseRandomReads.THRESHOLD) {
+        if (b.reads.incrementAndGet() != threshold) {
             return null;
         }
         int len = (int) Math.min(Math.min(e.getLength(), stripeSize), size - stripeStart);
@@ -919,7 +921,11 @@ public final class OpenFile {
         whole.handle((data, t) -> t == null ? fill.store(stripeStart, data) : CompletableFuture.<Void>completedFuture(null))
                 .thenCompose(x -> x)
                 .whenComplete((x, t) -> {
-                    b.fetching = null; // the bytes are in the page cache now (or were left out): free them
+                    // the bytes are in the page cache now (or were left out): free them, and count
+                    // again, so that a stripe the kernel evicted is fetched whole again after as
+                    // many random reads reached this client as the first time
+                    b.reads.set(0);
+                    b.fetching = null;
                     vfs.readaheadBudget().release(len);
                 });
         return whole;

@@ -299,6 +299,7 @@ public final class Nodes {
                 .withAllowOther(cfg.client.allowOther)
                 .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
                 .withPackMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.packMax)))
+                .withStripeFillReads(cfg.client.stripeFillReads)
                 .withKeepCache(cfg.client.keepCache)
                 .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
                 .withLockLease(Sizes.parseDuration(cfg.client.lockLease))

@@ -111,6 +111,11 @@ public final class GranaryConfig {
         public String inlineMax = "256KiB";
         /** Files above inline_max and up to this size are packed: those closed together share one S3 block; 0 (default) disables; at most 4MiB. */
         public String packMax = "0";
+        /**
+         * Dense random readers: the random read of a stripe that is the client's Nth within 60 s
+         * fetches the stripe whole into the kernel's page cache; 0 (default) disables; N in [2, 1024].
+         */
+        public int stripeFillReads = 0;
         /** Keep a file's kernel page cache across opens while its size and mtime are unchanged. */
         public boolean keepCache = true;
         /** An open this soon after a lookup of the same small file uses that lookup's map ("0s": never). */
@@ -262,6 +267,9 @@ public final class GranaryConfig {
         }
         if (packMax > (4 << 20)) {
             throw new ConfigException(p + "client.pack_max must be at most 4MiB (a pack's size), got " + client.packMax);
+        }
+        if (client.stripeFillReads < 0 || client.stripeFillReads == 1 || client.stripeFillReads > 1024) {
+            throw new ConfigException(p + "client.stripe_fill_reads must be 0 (off) or in [2, 1024] reads, got " + client.stripeFillReads);
         }
         if (client.readaheadStripes < 0 || client.readaheadStripes > 256) {
             throw new ConfigException(p + "client.readahead_stripes must be in [0, 256] stripes, got " + client.readaheadStripes);
