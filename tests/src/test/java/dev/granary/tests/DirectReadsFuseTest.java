@@ -223,4 +223,190 @@ class DirectReadsFuseTest {
             assertEquals(0, r.mount().fs().pageStores());
         }
     }
+
+    /** The C library's truncate(2), by path: no descriptor is opened (so no write handle exists). */
+    public interface LibC {
+        int truncate(String path, long length);
+    }
+
+    /** Runs {@code body} with client.stripe_fill_reads 2 for the mounts it makes. */
+    static void withStripeFills(ThrowingRunnable body) throws Exception {
+        cluster.cluster().config().client.stripeFillReads = 2;
+        try {
+            body.run();
+        } finally {
+            cluster.cluster().config().client.stripeFillReads = 0;
+        }
+    }
+
+    interface ThrowingRunnable {
+        void run() throws Exception;
+    }
+
+    /** Bytes read at {@code off} through {@code ch} (up to 128 KiB; 0 at or past the end). */
+    static int readCount(FileChannel ch, long off) throws Exception {
+        return Math.max(0, ch.read(ByteBuffer.allocate(128 << 10), off));
+    }
+
+    /**
+     * Helper-found (two of them, 10-30% of tries before the fix): a READ served while a request
+     * that changes the file's pages was being served stored what it planned with the state from
+     * before it. Here a {@code truncate(2)} by path races the second random read of a stripe
+     * past the new end (0-4 ms apart): after the truncate returned, that stripe's bytes came back
+     * from reads past the new end, through the old descriptor and a new one, until a stat. Each
+     * such request now moves the node's generation again just before its reply, so the store
+     * is left out.
+     */
+    @Test
+    void aReadRacingATruncateByPathStoresNothingPastTheNewEnd() throws Exception {
+        LibC libc = jnr.ffi.LibraryLoader.create(LibC.class).load("c");
+        withStripeFills(() -> {
+            try (Nodes.Client r = cluster.mount(tmp.resolve("tr"))) {
+                Random rnd = new Random(5);
+                int bad = 0;
+                int iterations = 30;
+                byte[] data = new byte[12 * MIB];
+                for (int i = 0; i < iterations; i++) {
+                    Path p = r.mount().mountPoint().resolve("t" + i);
+                    java.util.Arrays.fill(data, (byte) (i + 1));
+                    Files.write(p, data);
+                    long stripe2 = 8L * MIB;
+                    long newEnd = MIB + rnd.nextInt(7 * MIB);
+                    long delayNs = rnd.nextInt(4_000_000);
+                    try (FileChannel h = FileChannel.open(p, StandardOpenOption.READ)) {
+                        readCount(h, stripe2 + 5L * (128 << 10));
+                        Thread t = new Thread(() -> {
+                            if (libc.truncate(p.toString(), newEnd) != 0) throw new IllegalStateException("truncate failed");
+                        });
+                        t.start();
+                        java.util.concurrent.locks.LockSupport.parkNanos(delayNs);
+                        readCount(h, stripe2 + 25L * (128 << 10)); // the stripe's second random read: a fill
+                        t.join();
+                        Thread.sleep(150); // the store, if any, has landed
+                        int oldFd = readCount(h, stripe2 + 10L * (128 << 10));
+                        int newFd;
+                        try (FileChannel n = FileChannel.open(p, StandardOpenOption.READ)) {
+                            newFd = readCount(n, stripe2);
+                        }
+                        long size = Files.size(p);
+                        if (oldFd != 0 || newFd != 0 || size != newEnd) {
+                            bad++;
+                            System.out.printf("iteration %d: truncate to %d, delay %.1f ms: %d and %d bytes read past the end, size %d%n",
+                                    i, newEnd, delayNs / 1e6, oldFd, newFd, size);
+                        }
+                    }
+                    Files.delete(p);
+                }
+                assertTrue(r.vfs().denseReadStats().fills() > 0, "the second reads fetched stripes whole: " + r.vfs().denseReadStats());
+                assertEquals(0, bad, "iterations that read bytes past the end of a file truncated before");
+            }
+        });
+    }
+
+    /**
+     * Helper-found, the other half: another client rewrote the file and closed it; an open here
+     * (which must see the new bytes: close-to-open) raced the old descriptor's second random read
+     * of the stripe, which planned with the old map and stored the old bytes after the open had
+     * made the kernel drop the pages. The new descriptor then read old bytes (28 of 100 tries).
+     */
+    @Test
+    void anOpenAfterAnotherClientsCloseNeverReadsPagesStoredFromTheOldMap() throws Exception {
+        withStripeFills(() -> {
+            try (Nodes.Client r = cluster.mount(tmp.resolve("or"))) {
+                cluster.cluster().config().client.stripeFillReads = 0;
+                try (Nodes.Client w = cluster.mount(tmp.resolve("ow"))) {
+                    Path wp = w.mount().mountPoint().resolve("o");
+                    Path rp = r.mount().mountPoint().resolve("o");
+                    byte[] data = new byte[4 * MIB];
+                    java.util.Arrays.fill(data, (byte) 1);
+                    Files.write(wp, data);
+                    Thread.sleep(1200); // the reader's cached view of the name expires
+                    Random rnd = new Random(6);
+                    int bad = 0;
+                    int iterations = 60;
+                    for (int i = 0; i < iterations; i++) {
+                        byte version = (byte) (i + 2);
+                        try (FileChannel h = FileChannel.open(rp, StandardOpenOption.READ)) {
+                            int s1 = 3 + rnd.nextInt(12);
+                            int s2 = 18 + rnd.nextInt(12);
+                            readCount(h, (long) s1 << 17);
+                            java.util.Arrays.fill(data, version);
+                            try (FileChannel wc = FileChannel.open(wp, StandardOpenOption.WRITE)) {
+                                wc.write(ByteBuffer.wrap(data), 0);
+                            }
+                            FileChannel[] opened = new FileChannel[1];
+                            Thread t = new Thread(() -> {
+                                try {
+                                    opened[0] = FileChannel.open(rp, StandardOpenOption.READ);
+                                } catch (java.io.IOException e) {
+                                    throw new java.io.UncheckedIOException(e);
+                                }
+                            });
+                            long delayNs = rnd.nextInt(4_000_000);
+                            t.start();
+                            java.util.concurrent.locks.LockSupport.parkNanos(delayNs);
+                            readCount(h, (long) s2 << 17);
+                            t.join();
+                            Thread.sleep(150);
+                            ByteBuffer all = ByteBuffer.allocate(4 * MIB);
+                            try (FileChannel a = opened[0]) {
+                                while (all.hasRemaining() && a.read(all, all.position()) > 0) { }
+                            }
+                            int old = 0;
+                            for (int k = 0; k < all.position(); k += 4096) {
+                                if (all.get(k) != version) old++;
+                            }
+                            if (old > 0 || all.position() != data.length) {
+                                bad++;
+                                System.out.printf("iteration %d: delay %.1f ms: %d of 1024 pages not the version closed before the open%n",
+                                        i, delayNs / 1e6, old);
+                            }
+                        }
+                    }
+                    assertTrue(r.vfs().denseReadStats().fills() > 0, "the second reads fetched stripes whole: " + r.vfs().denseReadStats());
+                    assertEquals(0, bad, "opens after another client's close that read older bytes");
+                }
+            }
+        });
+    }
+
+    /**
+     * Helper-found, deterministic: another client truncated the file, a stat here showed the new
+     * size, and an older descriptor (whose view is the old, larger file) filled a stripe: Linux
+     * raised its size of the file to the store's end, so reads past the real end returned the
+     * old bytes until the next stat. A store now ends at the last size this mount gave the kernel.
+     */
+    @Test
+    void aStoreNeverRaisesTheSizeTheKernelKnows() throws Exception {
+        withStripeFills(() -> {
+            try (Nodes.Client r = cluster.mount(tmp.resolve("sr"))) {
+                cluster.cluster().config().client.stripeFillReads = 0;
+                try (Nodes.Client w = cluster.mount(tmp.resolve("sw"))) {
+                    byte[] data = new byte[16 * MIB];
+                    java.util.Arrays.fill(data, (byte) 7);
+                    Path wp = w.mount().mountPoint().resolve("s");
+                    Path rp = r.mount().mountPoint().resolve("s");
+                    Files.write(wp, data);
+                    Thread.sleep(1200);
+                    try (FileChannel h = FileChannel.open(rp, StandardOpenOption.READ)) {
+                        assertEquals(16L * MIB, Files.size(rp));
+                        try (FileChannel wc = FileChannel.open(wp, StandardOpenOption.WRITE)) {
+                            wc.truncate(MIB);
+                        }
+                        Thread.sleep(2500); // the kernel's attributes of the file expire
+                        assertEquals(MIB, Files.size(rp), "a stat here shows the other client's truncate");
+                        assertEquals(0, readCount(h, 2L * MIB), "past the end the kernel knows");
+                        long fills = r.vfs().denseReadStats().fills();
+                        readCount(h, 7L << 17); // two random reads of stripe 0 through the old descriptor: a fill
+                        readCount(h, 2L << 17);
+                        waitFor(() -> r.vfs().denseReadStats().fills() > fills, "the fill");
+                        Thread.sleep(300);
+                        assertEquals(0, readCount(h, 2L * MIB), "a read past the end after the fill");
+                        assertEquals(0, readCount(h, 3L * MIB), "a read past the end after the fill");
+                        assertEquals(MIB, Files.size(rp));
+                    }
+                }
+            }
+        });
+    }
 }

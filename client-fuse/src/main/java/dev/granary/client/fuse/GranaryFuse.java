@@ -578,17 +578,19 @@ public class GranaryFuse extends PooledFuseFS {
     /**
      * Where this READ's dense random reads may put the stripe they fetch whole
      * ({@link PageCacheFill}): the page cache of the request's kernel node, through
-     * {@link #storeInPageCache}, as long as no request that may change the node's pages arrived
-     * after this READ ({@link #pageGeneration}), no handle of the file here may write, and this
-     * client holds no uncommitted writes to it. Null for an O_DIRECT read, a handle that may
-     * write, or off a pool thread.
+     * {@link #storeInPageCache}, as long as no request that may change the node's pages was
+     * served while this READ was or after it ({@link #pageGeneration}), no handle of the file
+     * here may write, and this client holds no uncommitted writes to it; never past the handle's
+     * size or the last size this mount gave the kernel. Null for an O_DIRECT read, a handle that
+     * may write, or off a pool thread.
      */
     private PageCacheFill pageCacheFill(long fh, FuseFileInfo fi) {
         long node = requestKernelNode();
         if (node < 0 || (fi.flags.get() & (O_DIRECT | O_ACCMODE)) != 0) {
             return null;
         }
-        long ino = vfs.handle(fh).ino();
+        OpenFile f = vfs.handle(fh);
+        long ino = f.ino();
         if (vfs.hasWriteHandles(ino)) {
             return null;
         }
@@ -597,10 +599,19 @@ public class GranaryFuse extends PooledFuseFS {
             if (vfs.hasWriteHandles(ino) || vfs.holdsUncommittedWrites(ino)) {
                 return;
             }
-            int r = storeInPageCache(node, generation, fileOffset, data);
+            // Linux raises its size of the file to the end of a store that goes past it: never
+            // past the size the handle sees, nor past the last size this mount told the kernel
+            // (another client truncated the file and a stat here showed it)
+            long told = kernelAttrs.lastSize(ino);
+            long end = Math.min(fileOffset + data.limit(), Math.min(f.size(), told < 0 ? Long.MAX_VALUE : told));
+            if (end <= fileOffset) {
+                return;
+            }
+            ByteBuffer bytes = end - fileOffset == data.limit() ? data : data.slice(0, (int) (end - fileOffset));
+            int r = storeInPageCache(node, generation, fileOffset, bytes);
             if (r == 0) {
                 pageStores.increment();
-                pageStoreBytes.add(data.limit());
+                pageStoreBytes.add(bytes.limit());
             } else if (r < 0 && r != -ErrorCodes.ENOENT() && storeFailureLogged.compareAndSet(false, true)) {
                 LOG.warn("the kernel refused bytes for its page cache (errno {}): dense random reads fetch stripes whole and still read them from Granary", -r);
             }

@@ -72,6 +72,16 @@ final class KernelAttrs {
         return s != null && s.cachedUntilNanos() - System.nanoTime() > 0;
     }
 
+    /**
+     * The size (bytes) in the last attributes of inode {@code ino} this mount gave the kernel, or
+     * -1 when there is none on record (none within the last {@code 2 x attr_timeout + 1 s}, or a
+     * write by this client since).
+     */
+    long lastSize(long ino) {
+        Seen s = seen.getIfPresent(ino);
+        return s == null || s.attr() == null ? -1 : s.attr().getSize();
+    }
+
     /** Whether the kernel can hold no attributes of {@code fresh}'s inode from this mount but {@code fresh}. */
     boolean holds(Attr fresh) {
         Seen s = seen.getIfPresent(fresh.getIno());

@@ -366,6 +366,14 @@ public abstract class PooledFuseFS extends FuseStubFS {
     /** Counters per kernel node (hashed into stripes): bumped by every request that may change its pages ({@link #pageGeneration}). */
     private final java.util.concurrent.atomic.AtomicLongArray pageGenerations = new java.util.concurrent.atomic.AtomicLongArray(4096);
 
+    /** Whether requests of {@code opcode} may change their node's bytes or cached pages ({@link #pageGeneration}). */
+    private static boolean changesPages(int opcode) {
+        return switch (opcode) {
+            case FUSE_OPEN, FUSE_SETATTR, FUSE_WRITE, FUSE_FLUSH, FUSE_FSYNC, FUSE_RELEASE, FUSE_FALLOCATE, FUSE_COPY_FILE_RANGE -> true;
+            default -> false;
+        };
+    }
+
     private static int genSlot(long node) {
         return (int) (Long.hashCode(node * 0x9E3779B97F4A7C15L) & 4095);
     }
@@ -375,11 +383,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
     }
 
     /**
-     * A counter of kernel node {@code node} that moves (at least) whenever a request arrived that
-     * may change the node's bytes or page cache, before this filesystem serves it (OPEN, SETATTR,
-     * WRITE, FLUSH, FSYNC, RELEASE, FALLOCATE, COPY_FILE_RANGE, FORGET): bytes read before it was
-     * taken may be stored in the node's page cache ({@link #storeInPageCache}) only while it has
-     * not moved. Nodes share counters, so it may also move for another node's request.
+     * A counter of kernel node {@code node} that moves (at least) whenever a request arrives that
+     * may change the node's bytes or page cache, before this filesystem serves it, and again just
+     * before its reply goes to the kernel (OPEN, SETATTR, WRITE, FLUSH, FSYNC, RELEASE, FALLOCATE,
+     * COPY_FILE_RANGE; FORGET on arrival): bytes a READ read after taking it may be stored in the
+     * node's page cache ({@link #storeInPageCache}) only while it has not moved, so a READ served
+     * while such a request was being served (which may have planned with the old map or size)
+     * stores nothing. Nodes share counters, so it may also move for another node's request.
      */
     protected final long pageGeneration(long node) {
         return pageGenerations.get(genSlot(node));
@@ -568,6 +578,13 @@ public abstract class PooledFuseFS extends FuseStubFS {
         Pointer req = REQUEST.get();
         if (req != null) {
             staleNotGone(req, iov.getPointer(0));
+            if (changesPages(req.getInt(IN_HEADER_OPCODE))) {
+                // a READ served while this request was (its generation taken after the bump at
+                // arrival) may have planned with the state from before it, such as the old map
+                // or size: its store must fail too, before the kernel acts on this reply (an
+                // OPEN's page drop, a SETATTR's truncation)
+                owner.bumpPageGeneration(KERNEL_NODE.get()[0]);
+            }
         }
         if (req != null && count >= 2) {
             limitAttributeCaching(req, iov);
@@ -846,7 +863,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         KERNEL_NODE.get()[0] = opcode == FUSE_LINK ? req.getLong(IN_HEADER_BYTES) : node;
         switch (opcode) {
             case FUSE_OPEN, FUSE_SETATTR, FUSE_WRITE, FUSE_FLUSH, FUSE_FSYNC, FUSE_RELEASE, FUSE_FALLOCATE,
-                 FUSE_COPY_FILE_RANGE, FUSE_FORGET -> bumpPageGeneration(node);
+                 FUSE_COPY_FILE_RANGE, FUSE_FORGET -> bumpPageGeneration(node); // and again before its reply ({@link #send})
             case FUSE_BATCH_FORGET -> {
                 for (int i = 0, count = req.getInt(IN_HEADER_BYTES); i < count; i++) {
                     bumpPageGeneration(req.getLong(IN_HEADER_BYTES + 8 + 16L * i));
