@@ -257,6 +257,7 @@ public final class GranaryVfs implements AutoCloseable {
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
+        this.statAhead.onCompleteListing(this::listed);
     }
 
     /**
@@ -1882,9 +1883,25 @@ public final class GranaryVfs implements AutoCloseable {
         List<Entry> out = new ArrayList<>();
         out.add(new Entry(".", d.ino, S_IFDIR));
         out.add(new Entry("..", d.parentIno, S_IFDIR));
+        // A complete listing kept from before (DirListings): the first page asks for one entry,
+        // which brings the directory's ctime; the same ctime means no entry changed since.
+        DirListings.Listing kept = listings.peek(d.ino);
+        ReadDirPage p = mds.readdir(c, d.ino, new byte[0], kept != null ? 1 : config.readdirPageSize());
+        if (kept != null && p.dir() != null && p.dir().getCtimeNs() == kept.ctimeNs()) {
+            listings.hit();
+            for (Entry e : kept.entries()) {
+                if (deferred == null || !deferred.pending(d.ino, e.name())) {
+                    out.add(e);
+                }
+            }
+            return out;
+        }
+        long ctime = p.dir() != null ? p.dir().getCtimeNs() : Long.MIN_VALUE;
+        boolean oneVersion = p.dir() != null; // every page carried the same ctime
+        int pages = 1;
+        List<Entry> all = new ArrayList<>();
         // The next page is asked for as soon as a page arrives, while this thread decodes and caches
         // the one it has: a large listing overlaps the MDS's scans with the client's work.
-        ReadDirPage p = mds.readdir(c, d.ino, new byte[0], config.readdirPageSize());
         while (true) {
             java.util.concurrent.CompletableFuture<ReadDirPage> next = null;
             if (p.more() && !p.entries().isEmpty()) {
@@ -1897,19 +1914,50 @@ public final class GranaryVfs implements AutoCloseable {
             // listing's client CPU (profiled: os.listdir of 5,000 names).
             for (DirEntry e : p.entries()) {
                 byte[] raw = e.getName().toByteArray();
-                String name = Names.decode(raw);
-                if (deferred != null && deferred.pending(d.ino, name)) {
+                Entry entry = new Entry(Names.decode(raw), e.getIno(), e.getMode() & S_IFMT, raw);
+                all.add(entry);
+                if (deferred != null && deferred.pending(d.ino, entry.name())) {
                     continue; // removed here since the listing began
                 }
-                out.add(new Entry(name, e.getIno(), e.getMode() & S_IFMT, raw));
+                out.add(entry);
             }
             if (next == null) {
                 break;
             }
             p = awaitPage(next);
+            pages++;
+            oneVersion &= p.dir() != null && p.dir().getCtimeNs() == ctime;
+        }
+        if (oneVersion && pages > 1) {
+            listings.put(d.ino, ctime, all);
+        } else if (kept != null) {
+            listings.forget(d.ino);
         }
         return out;
     }
+
+    /**
+     * A complete listing of directory {@code dir} read with attributes (statahead), all of whose
+     * pages carried ctime {@code ctimeNs}: kept for later listings ({@link DirListings}) when it
+     * took more than one page.
+     */
+    void listed(long dir, long ctimeNs, List<Entry> entries, int pages) {
+        if (pages > 1) {
+            listings.put(dir, ctimeNs, entries);
+        }
+    }
+
+    /** Entries statahead fetches put into this client's caches so far (tests). */
+    long statAheadFetchedEntries() {
+        return statAhead.fetchedEntries();
+    }
+
+    /** Listings answered from complete listings kept from before ({@link DirListings}; tests, diagnostics). */
+    public long listingHits() {
+        return listings.hits();
+    }
+
+    private final DirListings listings = new DirListings();
 
     /** The page {@code f} fetches; its FsException (or runtime failure) as the caller's own. */
     private static ReadDirPage awaitPage(java.util.concurrent.CompletableFuture<ReadDirPage> f) {

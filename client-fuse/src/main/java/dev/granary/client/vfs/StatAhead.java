@@ -91,6 +91,19 @@ final class StatAhead {
                 .maximumSize(10_000).build();
     }
 
+    /** Receives a complete listing a fetch read at one ctime of the directory ({@link DirListings}). */
+    interface ListingSink {
+        void listed(long dir, long ctimeNs, List<GranaryVfs.Entry> entries, int pages);
+    }
+
+    /** Where complete listings go; null: nowhere. */
+    private volatile ListingSink listed;
+
+    /** Sends the complete listings fetches read at one ctime of their directory to {@code sink}. */
+    void onCompleteListing(ListingSink sink) {
+        this.listed = sink;
+    }
+
     private boolean enabled() {
         return config.stataheadMax() > 0 && !config.cacheTimeout().isZero();
     }
@@ -188,9 +201,28 @@ final class StatAhead {
         int got = 0;
         int max = config.stataheadMax();
         fetches.incrementAndGet();
+        List<GranaryVfs.Entry> listing = listed != null ? new ArrayList<>() : null; // the whole directory, if it all comes at one ctime
+        long ctime = Long.MIN_VALUE;
+        int pages = 0;
         while (got < max) {
             long gen = generation.getAsLong();
             ReadDirPage p = mds.readdirPlus(c, dirIno, after, Math.min(config.readdirPageSize(), max - got));
+            pages++;
+            if (listing != null) {
+                if (p.dir() == null || (pages > 1 && p.dir().getCtimeNs() != ctime)) {
+                    listing = null;
+                } else {
+                    ctime = p.dir().getCtimeNs();
+                    for (DirEntry e : p.entries()) {
+                        if (!e.hasAttr()) {
+                            listing = null;
+                            break;
+                        }
+                        byte[] raw = e.getName().toByteArray();
+                        listing.add(new GranaryVfs.Entry(Names.decode(raw), e.getIno(), e.getMode() & 0170000, raw));
+                    }
+                }
+            }
             List<GranaryVfs.DentryKey> put = new ArrayList<>();
             List<Long> putAttrs = new ArrayList<>();
             if (generation.getAsLong() == gen) {
@@ -242,6 +274,9 @@ final class StatAhead {
             }
             got += p.entries().size();
             if (!p.more() || p.entries().isEmpty()) {
+                if (listing != null) {
+                    listed.listed(dirIno, ctime, listing, pages);
+                }
                 break;
             }
             after = p.entries().get(p.entries().size() - 1).getName().toByteArray();

@@ -1425,6 +1425,96 @@ class GranaryVfsTest extends LocalClusterTestBase {
         }
     }
 
+    /** The names a listing of {@code path} through {@code v} shows, without "." and "..". */
+    static List<String> names(GranaryVfs v, String path) {
+        return v.readdir(ROOT, path).stream().map(GranaryVfs.Entry::name).filter(n -> !n.equals(".") && !n.equals("..")).toList();
+    }
+
+    long readdirCalls() {
+        return cluster.mdsCalls.computeIfAbsent(dev.granary.mds.proto.MdsRequest.OpCase.READDIR, k -> new java.util.concurrent.atomic.AtomicLong()).get();
+    }
+
+    /**
+     * A listing of a directory of several pages that no one changed since this client last
+     * listed it costs one MDS read of one entry (which brings the directory's ctime) instead of
+     * every page, and is the same; every change of the directory's entries by another client
+     * (create, unlink, rename in and out, mkdir, hard link) shows at the next listing, as does
+     * this client's own; a complete listing statahead fetched (with attributes) serves a listing
+     * too. Before: 8 pages of 7 entries at every listing.
+     */
+    @Test
+    void listingAnUnchangedLargeDirectoryAgainCostsOneSmallRead() throws Exception {
+        ClientConfig paged = ClientConfig.defaults().withReaddirPageSize(7);
+        GranaryVfs a = new GranaryVfs(cluster.mds, cluster.blockIo, paged);
+        GranaryVfs b = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
+        GranaryVfs c = new GranaryVfs(cluster.mds, cluster.blockIo, paged);
+        try {
+            List<String> want = new ArrayList<>();
+            for (int i = 0; i < 50; i++) {
+                b.mknod(ROOT, dir + "/f" + (char) ('A' + i / 10) + (i % 10), GranaryVfs.S_IFREG | 0644, 0);
+                want.add("f" + (char) ('A' + i / 10) + (i % 10));
+            }
+            assertEquals(want, names(a, dir));
+            long calls = readdirCalls();
+            assertEquals(want, names(a, dir), "the same listing");
+            assertEquals(1, readdirCalls() - calls, "one MDS read, not 8 pages");
+            assertEquals(1, a.listingHits());
+
+            // every kind of change by another client shows at the next listing
+            b.mknod(ROOT, dir + "/fB5x", GranaryVfs.S_IFREG | 0644, 0);
+            want.add(16, "fB5x");
+            assertEquals(want, names(a, dir), "a create elsewhere");
+            b.unlink(ROOT, dir + "/fA3");
+            want.remove("fA3");
+            assertEquals(want, names(a, dir), "an unlink elsewhere");
+            b.rename(ROOT, dir + "/fC0", dir + "/zz", 0);
+            want.remove("fC0");
+            want.add("zz");
+            assertEquals(want, names(a, dir), "a rename within the directory elsewhere");
+            b.mkdir(ROOT, dir + "-other", 0755);
+            b.mknod(ROOT, dir + "-other/in", GranaryVfs.S_IFREG | 0644, 0);
+            b.rename(ROOT, dir + "-other/in", dir + "/fA0a", 0);
+            want.add(1, "fA0a");
+            assertEquals(want, names(a, dir), "a rename into the directory elsewhere");
+            b.rename(ROOT, dir + "/fA0a", dir + "-other/back", 0);
+            want.remove("fA0a");
+            assertEquals(want, names(a, dir), "a rename out of the directory elsewhere");
+            b.mkdir(ROOT, dir + "/fD9d", 0755);
+            b.link(ROOT, dir + "/fD8", dir + "/fD8l");
+            want.addAll(want.indexOf("fD8") + 1, List.of("fD8l"));
+            want.addAll(want.indexOf("fD9") + 1, List.of("fD9d"));
+            assertEquals(want, names(a, dir), "a mkdir and a hard link elsewhere");
+            long hits = a.listingHits();
+            assertEquals(want, names(a, dir));
+            assertEquals(hits + 1, a.listingHits(), "unchanged again: from the kept listing");
+            // this client's own change
+            a.mknod(ROOT, dir + "/fE9z", GranaryVfs.S_IFREG | 0644, 0);
+            want.add(want.indexOf("fE9") + 1, "fE9z");
+            assertEquals(want, names(a, dir), "this client's create");
+            a.unlink(ROOT, dir + "/fE9z");
+            want.remove("fE9z");
+            assertEquals(want, names(a, dir), "this client's unlink");
+
+            // statahead's complete fetch serves the first listing of another client
+            for (String n : want.subList(0, 12)) {
+                c.getattr(ROOT, dir + "/" + n);
+            }
+            long deadline = System.nanoTime() + 5_000_000_000L;
+            while (c.statAheadFetchedEntries() < want.size() && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            Thread.sleep(100);
+            long before = readdirCalls();
+            assertEquals(want, names(c, dir));
+            assertEquals(1, c.listingHits(), "the statahead fetch's listing");
+            assertEquals(1, readdirCalls() - before);
+        } finally {
+            a.close();
+            b.close();
+            c.close();
+        }
+    }
+
     @Test
     void readdirPagesThroughMoreEntriesThanAPage() {
         GranaryVfs paged = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withReaddirPageSize(7));

@@ -332,7 +332,7 @@ public final class MdsClient implements AutoCloseable {
     /** One page of entries of directory {@code ino} with names after {@code after} (empty: from the start). */
     public ReadDirPage readdir(Caller c, long ino, byte[] after, int limit) {
         MdsResponse r = read(req(c).setReaddir(ReadDirRequest.newBuilder().setIno(ino).setAfter(bs(after)).setLimit(limit)));
-        return new ReadDirPage(r.getEntriesList(), r.getMore());
+        return new ReadDirPage(r.getEntriesList(), r.getMore(), r.hasAttr() ? r.getAttr() : null);
     }
 
     /**
@@ -341,7 +341,7 @@ public final class MdsClient implements AutoCloseable {
      */
     public ReadDirPage readdirPlus(Caller c, long ino, byte[] after, int limit) {
         MdsResponse r = read(req(c).setReaddir(ReadDirRequest.newBuilder().setIno(ino).setAfter(bs(after)).setLimit(limit).setPlus(true)));
-        return new ReadDirPage(r.getEntriesList(), r.getMore());
+        return new ReadDirPage(r.getEntriesList(), r.getMore(), r.hasAttr() ? r.getAttr() : null);
     }
 
     /** Creates a symbolic link to {@code target}: EEXIST, ENAMETOOLONG. */

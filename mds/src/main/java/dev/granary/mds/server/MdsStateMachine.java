@@ -311,7 +311,10 @@ public final class MdsStateMachine implements KvApplier {
             case READDIR -> {
                 var q = r.getReaddir();
                 Namespace.DirPage p = ns.readdir(c, q.getIno(), q.getAfter().toByteArray(), q.getLimit(), q.getPlus());
-                out.addAllEntries(p.entries()).setMore(p.more());
+                // the directory's own attributes from the same snapshot: its ctime versions the
+                // listing (every entry change moves it), so a client can tell that a listing it
+                // holds is still the directory's (GranaryVfs.readdir)
+                out.addAllEntries(p.entries()).setMore(p.more()).setAttr(ns.getattr(c, q.getIno()));
             }
             case READLINK -> out.setValue(com.google.protobuf.ByteString.copyFrom(ns.readlink(c, r.getReadlink().getIno())));
             case GETXATTR -> out.setValue(com.google.protobuf.ByteString.copyFrom(
