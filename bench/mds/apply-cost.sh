@@ -1,12 +1,4 @@
 #!/bin/bash
 # CPU per applied MDS entry (create, unlink) on one peer, without Raft, gRPC or FUSE.
-# Usage: bench/mds/apply-cost.sh [CHECKOUT] [FILES] [PASSES]; CHECKOUT defaults to this one
-# (built first if needed). Compare two builds by running it on each in turn, a few times.
-set -euo pipefail
-HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="${1:-$(cd "$HERE/../.." && pwd)}"
-export JAVA_HOME="${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}"
-LIB="$ROOT/tools/target/lib"
-[ -d "$LIB" ] || (cd "$ROOT" && ./mvnw -B -q -Dmaven.test.skip=true package)
-exec "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Xmx1g -cp "$LIB/*" \
-  "$HERE/MdsApplyCost.java" "${2:-10000}" "${3:-5}"
+# Usage: bench/mds/apply-cost.sh [CHECKOUT] [FILES] [PASSES] (see run.sh).
+exec "$(dirname "$0")/run.sh" MdsApplyCost "$@"

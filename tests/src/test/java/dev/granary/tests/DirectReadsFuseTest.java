@@ -243,6 +243,19 @@ class DirectReadsFuseTest {
         void run() throws Exception;
     }
 
+    interface TwoClients {
+        void run(Nodes.Client reader, Nodes.Client writer) throws Exception;
+    }
+
+    /** Runs {@code body} with a reader mount that fills stripes (stripe_fill_reads 2) and a writer mount that does not. */
+    static void withReaderAndWriter(String name, TwoClients body) throws Exception {
+        Nodes.Client[] reader = new Nodes.Client[1];
+        withStripeFills(() -> reader[0] = cluster.mount(tmp.resolve(name + "r")));
+        try (Nodes.Client r = reader[0]; Nodes.Client w = cluster.mount(tmp.resolve(name + "w"))) {
+            body.run(r, w);
+        }
+    }
+
     /** Bytes read at {@code off} through {@code ch} (up to 128 KiB; 0 at or past the end). */
     static int readCount(FileChannel ch, long off) throws Exception {
         return Math.max(0, ch.read(ByteBuffer.allocate(128 << 10), off));
@@ -311,62 +324,57 @@ class DirectReadsFuseTest {
      */
     @Test
     void anOpenAfterAnotherClientsCloseNeverReadsPagesStoredFromTheOldMap() throws Exception {
-        withStripeFills(() -> {
-            try (Nodes.Client r = cluster.mount(tmp.resolve("or"))) {
-                cluster.cluster().config().client.stripeFillReads = 0;
-                try (Nodes.Client w = cluster.mount(tmp.resolve("ow"))) {
-                    Path wp = w.mount().mountPoint().resolve("o");
-                    Path rp = r.mount().mountPoint().resolve("o");
-                    byte[] data = new byte[4 * MIB];
-                    java.util.Arrays.fill(data, (byte) 1);
-                    Files.write(wp, data);
-                    Thread.sleep(1200); // the reader's cached view of the name expires
-                    Random rnd = new Random(6);
-                    int bad = 0;
-                    int iterations = 60;
-                    for (int i = 0; i < iterations; i++) {
-                        byte version = (byte) (i + 2);
-                        try (FileChannel h = FileChannel.open(rp, StandardOpenOption.READ)) {
-                            int s1 = 3 + rnd.nextInt(12);
-                            int s2 = 18 + rnd.nextInt(12);
-                            readCount(h, (long) s1 << 17);
-                            java.util.Arrays.fill(data, version);
-                            try (FileChannel wc = FileChannel.open(wp, StandardOpenOption.WRITE)) {
-                                wc.write(ByteBuffer.wrap(data), 0);
-                            }
-                            FileChannel[] opened = new FileChannel[1];
-                            Thread t = new Thread(() -> {
-                                try {
-                                    opened[0] = FileChannel.open(rp, StandardOpenOption.READ);
-                                } catch (java.io.IOException e) {
-                                    throw new java.io.UncheckedIOException(e);
-                                }
-                            });
-                            long delayNs = rnd.nextInt(4_000_000);
-                            t.start();
-                            java.util.concurrent.locks.LockSupport.parkNanos(delayNs);
-                            readCount(h, (long) s2 << 17);
-                            t.join();
-                            Thread.sleep(150);
-                            ByteBuffer all = ByteBuffer.allocate(4 * MIB);
-                            try (FileChannel a = opened[0]) {
-                                while (all.hasRemaining() && a.read(all, all.position()) > 0) { }
-                            }
-                            int old = 0;
-                            for (int k = 0; k < all.position(); k += 4096) {
-                                if (all.get(k) != version) old++;
-                            }
-                            if (old > 0 || all.position() != data.length) {
-                                bad++;
-                                System.out.printf("iteration %d: delay %.1f ms: %d of 1024 pages not the version closed before the open%n",
-                                        i, delayNs / 1e6, old);
-                            }
-                        }
+        withReaderAndWriter("o", (r, w) -> {
+            Path wp = w.mount().mountPoint().resolve("o");
+            Path rp = r.mount().mountPoint().resolve("o");
+            byte[] data = new byte[4 * MIB];
+            java.util.Arrays.fill(data, (byte) 1);
+            Files.write(wp, data);
+            Thread.sleep(1200); // the reader's cached view of the name expires
+            Random rnd = new Random(6);
+            int bad = 0;
+            int iterations = 60;
+            for (int i = 0; i < iterations; i++) {
+                byte version = (byte) (i + 2);
+                try (FileChannel h = FileChannel.open(rp, StandardOpenOption.READ)) {
+                    int s1 = 3 + rnd.nextInt(12);
+                    int s2 = 18 + rnd.nextInt(12);
+                    readCount(h, (long) s1 << 17);
+                    java.util.Arrays.fill(data, version);
+                    try (FileChannel wc = FileChannel.open(wp, StandardOpenOption.WRITE)) {
+                        wc.write(ByteBuffer.wrap(data), 0);
                     }
-                    assertTrue(r.vfs().denseReadStats().fills() > 0, "the second reads fetched stripes whole: " + r.vfs().denseReadStats());
-                    assertEquals(0, bad, "opens after another client's close that read older bytes");
+                    FileChannel[] opened = new FileChannel[1];
+                    Thread t = new Thread(() -> {
+                        try {
+                            opened[0] = FileChannel.open(rp, StandardOpenOption.READ);
+                        } catch (java.io.IOException e) {
+                            throw new java.io.UncheckedIOException(e);
+                        }
+                    });
+                    long delayNs = rnd.nextInt(4_000_000);
+                    t.start();
+                    java.util.concurrent.locks.LockSupport.parkNanos(delayNs);
+                    readCount(h, (long) s2 << 17);
+                    t.join();
+                    Thread.sleep(150);
+                    ByteBuffer all = ByteBuffer.allocate(4 * MIB);
+                    try (FileChannel a = opened[0]) {
+                        while (all.hasRemaining() && a.read(all, all.position()) > 0) { }
+                    }
+                    int old = 0;
+                    for (int k = 0; k < all.position(); k += 4096) {
+                        if (all.get(k) != version) old++;
+                    }
+                    if (old > 0 || all.position() != data.length) {
+                        bad++;
+                        System.out.printf("iteration %d: delay %.1f ms: %d of 1024 pages not the version closed before the open%n",
+                                i, delayNs / 1e6, old);
+                    }
                 }
             }
+            assertTrue(r.vfs().denseReadStats().fills() > 0, "the second reads fetched stripes whole: " + r.vfs().denseReadStats());
+            assertEquals(0, bad, "opens after another client's close that read older bytes");
         });
     }
 
@@ -378,34 +386,29 @@ class DirectReadsFuseTest {
      */
     @Test
     void aStoreNeverRaisesTheSizeTheKernelKnows() throws Exception {
-        withStripeFills(() -> {
-            try (Nodes.Client r = cluster.mount(tmp.resolve("sr"))) {
-                cluster.cluster().config().client.stripeFillReads = 0;
-                try (Nodes.Client w = cluster.mount(tmp.resolve("sw"))) {
-                    byte[] data = new byte[16 * MIB];
-                    java.util.Arrays.fill(data, (byte) 7);
-                    Path wp = w.mount().mountPoint().resolve("s");
-                    Path rp = r.mount().mountPoint().resolve("s");
-                    Files.write(wp, data);
-                    Thread.sleep(1200);
-                    try (FileChannel h = FileChannel.open(rp, StandardOpenOption.READ)) {
-                        assertEquals(16L * MIB, Files.size(rp));
-                        try (FileChannel wc = FileChannel.open(wp, StandardOpenOption.WRITE)) {
-                            wc.truncate(MIB);
-                        }
-                        Thread.sleep(2500); // the kernel's attributes of the file expire
-                        assertEquals(MIB, Files.size(rp), "a stat here shows the other client's truncate");
-                        assertEquals(0, readCount(h, 2L * MIB), "past the end the kernel knows");
-                        long fills = r.vfs().denseReadStats().fills();
-                        readCount(h, 7L << 17); // two random reads of stripe 0 through the old descriptor: a fill
-                        readCount(h, 2L << 17);
-                        waitFor(() -> r.vfs().denseReadStats().fills() > fills, "the fill");
-                        Thread.sleep(300);
-                        assertEquals(0, readCount(h, 2L * MIB), "a read past the end after the fill");
-                        assertEquals(0, readCount(h, 3L * MIB), "a read past the end after the fill");
-                        assertEquals(MIB, Files.size(rp));
-                    }
+        withReaderAndWriter("s", (r, w) -> {
+            byte[] data = new byte[16 * MIB];
+            java.util.Arrays.fill(data, (byte) 7);
+            Path wp = w.mount().mountPoint().resolve("s");
+            Path rp = r.mount().mountPoint().resolve("s");
+            Files.write(wp, data);
+            Thread.sleep(1200);
+            try (FileChannel h = FileChannel.open(rp, StandardOpenOption.READ)) {
+                assertEquals(16L * MIB, Files.size(rp));
+                try (FileChannel wc = FileChannel.open(wp, StandardOpenOption.WRITE)) {
+                    wc.truncate(MIB);
                 }
+                Thread.sleep(2500); // the kernel's attributes of the file expire
+                assertEquals(MIB, Files.size(rp), "a stat here shows the other client's truncate");
+                assertEquals(0, readCount(h, 2L * MIB), "past the end the kernel knows");
+                long fills = r.vfs().denseReadStats().fills();
+                readCount(h, 7L << 17); // two random reads of stripe 0 through the old descriptor: a fill
+                readCount(h, 2L << 17);
+                waitFor(() -> r.vfs().denseReadStats().fills() > fills, "the fill");
+                Thread.sleep(300);
+                assertEquals(0, readCount(h, 2L * MIB), "a read past the end after the fill");
+                assertEquals(0, readCount(h, 3L * MIB), "a read past the end after the fill");
+                assertEquals(MIB, Files.size(rp));
             }
         });
     }
