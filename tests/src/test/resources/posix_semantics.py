@@ -942,6 +942,44 @@ def s_byte_names(d):
     t('unlink all', lambda: sorted(os.listdir(b)))
 
 
+class Dirent(ctypes.Structure):
+    """struct dirent of glibc on x86_64 (readdir(3))."""
+    _fields_ = [('d_ino', ctypes.c_uint64), ('d_off', ctypes.c_int64), ('d_reclen', ctypes.c_ushort),
+                ('d_type', ctypes.c_ubyte), ('d_name', ctypes.c_char * 256)]
+
+
+def dirents(d):
+    """(name, d_type, d_ino) of every entry readdir(3) returns for d."""
+    LIBC.opendir.restype = ctypes.c_void_p
+    LIBC.opendir.argtypes = [ctypes.c_char_p]
+    LIBC.readdir.restype = ctypes.POINTER(Dirent)
+    LIBC.readdir.argtypes = [ctypes.c_void_p]
+    LIBC.closedir.argtypes = [ctypes.c_void_p]
+    h = LIBC.opendir(d.encode())
+    out = []
+    while True:
+        e = LIBC.readdir(h)
+        if not e:
+            break
+        out.append((e.contents.d_name.decode(), e.contents.d_type, e.contents.d_ino))
+    LIBC.closedir(h)
+    return out
+
+
+def s_dirent_types(d):
+    """d_type and d_ino of readdir(3): a file, a directory, a symlink, a hard link (FIFOs: EPERM on Granary)."""
+    create(j(d, 'f'))
+    os.mkdir(j(d, 'sub'))
+    os.symlink('f', j(d, 'ln'))
+    os.link(j(d, 'f'), j(d, 'hard'))
+    names = {'DT_DIR': 4, 'DT_REG': 8, 'DT_LNK': 10}
+    kind = {v: k for k, v in names.items()}
+    got = sorted(dirents(d))
+    t('types', lambda: [(n, kind.get(ty, ty)) for n, ty, _ in got if n not in ('.', '..')])
+    t('d_ino is st_ino', lambda: all(ino == os.lstat(j(d, n)).st_ino for n, _, ino in got if n != '..'))
+    t('scandir inode', lambda: sorted((e.name, e.inode() == e.stat(follow_symlinks=False).st_ino) for e in os.scandir(d)))
+
+
 def s_listdir_order(d):
     """Granary only: readdir returns names in byte order."""
     got = os.listdir(d)

@@ -830,6 +830,21 @@ public class GranaryFuse extends PooledFuseFS {
     /** A name and its NUL for libfuse's readdir filler: NAME_MAX (255) bytes fit, longer ones get their own. */
     private static final ThreadLocal<ByteBuffer> NAME_BUFFER = ThreadLocal.withInitial(() -> ByteBuffer.allocateDirect(1024));
 
+    /**
+     * A {@code struct stat} for libfuse's readdir filler, one per thread: only {@code st_ino} and
+     * the type bits of {@code st_mode} are read from it (the entry's {@code d_ino}, with
+     * {@code use_ino}, and {@code d_type}).
+     */
+    private static final ThreadLocal<FileStat> DIRENT_STAT = ThreadLocal.withInitial(
+            () -> FileStat.of(jnr.ffi.Memory.allocateDirect(jnr.ffi.Runtime.getSystemRuntime(), 256, true)));
+
+    /**
+     * readdir(3): every entry with its inode number ({@code d_ino}) and type ({@code d_type}),
+     * as a local filesystem gives them, so that {@code os.scandir}/{@code os.walk} (PyTorch's
+     * {@code ImageFolder}), {@code find} and {@code ls --color} tell files from directories
+     * without a stat of each entry. Before, every entry came with {@code d_ino} 4294967295 and
+     * {@code DT_UNKNOWN} (helper-found).
+     */
     @Override
     public int readdir(String nativePath, Pointer buf, FuseFillDir filter, @off_t long offset, FuseFileInfo fi) {
         String path = Names.fromNative(nativePath, LATIN1);
@@ -838,13 +853,17 @@ public class GranaryFuse extends PooledFuseFS {
             // Names go to libfuse's filler from one direct buffer per thread: jnr passes its address
             // as it is, where a heap buffer was allocated and copied into native memory per name.
             ByteBuffer nb = NAME_BUFFER.get();
+            FileStat st = DIRENT_STAT.get();
+            Pointer stp = jnr.ffi.Struct.getMemory(st);
             for (GranaryVfs.Entry e : entries) {
                 byte[] name = e.nameBytes();
                 if (name.length + 1 > nb.capacity()) {
                     nb = ByteBuffer.allocateDirect(name.length + 1);
                 }
                 nb.clear().put(name).put((byte) 0).flip();
-                if (filter.apply(buf, nb, null, 0) != 0) {
+                st.st_ino.set(e.ino());
+                st.st_mode.set(e.mode() & FileStat.S_IFMT);
+                if (filter.apply(buf, nb, stp, 0) != 0) {
                     break; // libfuse's buffer is full (cannot happen with offset 0 mode, which grows it)
                 }
             }

@@ -1906,8 +1906,9 @@ public final class GranaryVfs implements AutoCloseable {
             java.util.concurrent.CompletableFuture<ReadDirPage> next = null;
             if (p.more() && !p.entries().isEmpty()) {
                 byte[] after = p.entries().get(p.entries().size() - 1).getName().toByteArray();
+                int limit = grownPage(config.readdirPageSize(), pages);
                 next = java.util.concurrent.CompletableFuture.supplyAsync(
-                        () -> mds.readdir(c, d.ino, after, config.readdirPageSize()), ioExecutor);
+                        () -> mds.readdir(c, d.ino, after, limit), ioExecutor);
             }
             // No dentry is cached from a listing: a lookup needs the attributes too, which a plain
             // listing lacks (statahead fetches both), and the inserts were a quarter of a large
@@ -1934,6 +1935,20 @@ public final class GranaryVfs implements AutoCloseable {
             listings.forget(d.ino);
         }
         return out;
+    }
+
+    /** The largest page a listing grows to, entries (a page of names stays well under gRPC's 4 MiB message limit). */
+    static final int MAX_GROWN_PAGE = 8192;
+
+    /**
+     * Entries to ask for in a listing's page after {@code pages} pages of a directory that has
+     * more: {@code pageSize} four times over per page so far, up to {@link #MAX_GROWN_PAGE} (or
+     * {@code pageSize} when larger). A small directory still costs one page of {@code pageSize};
+     * a large one fewer round trips (5,000 names: 2 instead of 5).
+     */
+    static int grownPage(int pageSize, int pages) {
+        long grown = (long) pageSize << Math.min(2L * pages, 20);
+        return (int) Math.max(pageSize, Math.min(grown, MAX_GROWN_PAGE));
     }
 
     /**

@@ -1515,6 +1515,16 @@ class GranaryVfsTest extends LocalClusterTestBase {
         }
     }
 
+    /** A listing's pages grow four times per page up to 8,192 entries: 5,000 names in 2 round trips, not 5. */
+    @Test
+    void listingPagesGrowForLargeDirectories() {
+        assertEquals(4096, GranaryVfs.grownPage(1024, 1));
+        assertEquals(8192, GranaryVfs.grownPage(1024, 2));
+        assertEquals(8192, GranaryVfs.grownPage(1024, 40));
+        assertEquals(28, GranaryVfs.grownPage(7, 1));
+        assertEquals(20_000, GranaryVfs.grownPage(20_000, 3), "a configured page larger than the cap stays");
+    }
+
     @Test
     void readdirPagesThroughMoreEntriesThanAPage() {
         GranaryVfs paged = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withReaddirPageSize(7));
