@@ -36,11 +36,14 @@ final class DenseRandomReads {
     /** How long a block's count of random reads lasts after its last read. */
     static final Duration WINDOW = Duration.ofSeconds(60);
 
+    /** A whole-stripe fetch: its bytes (shared read-only) and how many it asked for from the block's start. */
+    record Fetch(CompletableFuture<ByteBuffer> data, int length) {}
+
     /** One block's random reads and, while it runs, its whole-stripe fetch. */
     static final class Block {
         final AtomicInteger reads = new AtomicInteger();
-        /** The whole-stripe fetch while it runs (null before and after); its bytes, shared read-only. */
-        volatile CompletableFuture<ByteBuffer> fetching;
+        /** The whole-stripe fetch while it runs (null before and after). */
+        volatile Fetch fetching;
     }
 
     private final Cache<String, Block> blocks = Caffeine.newBuilder().executor(Runnable::run)

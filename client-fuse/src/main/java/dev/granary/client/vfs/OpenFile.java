@@ -877,7 +877,7 @@ public final class OpenFile {
                     continue;
                 }
                 CompletableFuture<ByteBuffer> whole = fill != null && !sequential && buf == null && out == null
-                        ? wholeStripeForDenseReads(e, sStart, fill) : null;
+                        ? wholeStripeForDenseReads(e, sStart, end, fill) : null;
                 if (whole != null) {
                     pieces.add(new Piece(dst, end - a, whole, a, overlay, ovDst));
                 } else {
@@ -891,22 +891,24 @@ public final class OpenFile {
     }
 
     /**
-     * For a random read of the stripe of extent {@code e} (starting at file offset
-     * {@code stripeStart}) by a read-only handle, {@link DenseRandomReads}: the stripe's whole
-     * bytes when they are being fetched (for this read, or for an earlier one of any handle of
-     * this client), the fetch then stored in the page cache through {@code fill}; null when
-     * the read should fetch just its own range (sparse reads so far, inline data, or
-     * {@code client.max_readahead} held by other windows). Lock held.
+     * For a random read, up to byte {@code readEnd} of the stripe, of the stripe of extent
+     * {@code e} (starting at file offset {@code stripeStart}) by a read-only handle,
+     * {@link DenseRandomReads}: the stripe's whole bytes when they are being fetched (for this
+     * read, or for an earlier one of any handle of this client that asked for at least
+     * {@code readEnd} bytes: another handle's view of the file may be shorter), the fetch then
+     * stored in the page cache through {@code fill}; null when the read should fetch just its own
+     * range (sparse reads so far, inline data, or {@code client.max_readahead} held by other
+     * windows). Lock held.
      */
-    private CompletableFuture<ByteBuffer> wholeStripeForDenseReads(Extent e, long stripeStart, PageCacheFill fill) {
+    private CompletableFuture<ByteBuffer> wholeStripeForDenseReads(Extent e, long stripeStart, int readEnd, PageCacheFill fill) {
         int threshold = vfs.config().stripeFillReads();
         if (!e.getInlineData().isEmpty() || threshold <= 0) {
             return null;
         }
         DenseRandomReads.Block b = vfs.denseReads().block(e.getBlockKey(), e.getBlockOffset());
-        CompletableFuture<ByteBuffer> running = b.fetching;
+        DenseRandomReads.Fetch running = b.fetching;
         if (running != null) {
-            return running;
+            return running.length() >= readEnd ? running.data() : null;
         }
         if (b.reads.incrementAndGet() != threshold) {
             return null;
@@ -916,7 +918,7 @@ public final class OpenFile {
             return null;
         }
         CompletableFuture<ByteBuffer> whole = readBlock(e, 0, len);
-        b.fetching = whole;
+        b.fetching = new DenseRandomReads.Fetch(whole, len);
         vfs.denseReads().filled(len);
         whole.handle((data, t) -> t == null ? fill.store(stripeStart, data) : CompletableFuture.<Void>completedFuture(null))
                 .thenCompose(x -> x)
