@@ -861,15 +861,12 @@ public abstract class PooledFuseFS extends FuseStubFS {
         long node = req.getLong(IN_HEADER_NODEID);
         int opcode = req.getInt(IN_HEADER_OPCODE);
         KERNEL_NODE.get()[0] = opcode == FUSE_LINK ? req.getLong(IN_HEADER_BYTES) : node;
-        switch (opcode) {
-            case FUSE_OPEN, FUSE_SETATTR, FUSE_WRITE, FUSE_FLUSH, FUSE_FSYNC, FUSE_RELEASE, FUSE_FALLOCATE,
-                 FUSE_COPY_FILE_RANGE, FUSE_FORGET -> bumpPageGeneration(node); // and again before its reply ({@link #send})
-            case FUSE_BATCH_FORGET -> {
-                for (int i = 0, count = req.getInt(IN_HEADER_BYTES); i < count; i++) {
-                    bumpPageGeneration(req.getLong(IN_HEADER_BYTES + 8 + 16L * i));
-                }
+        if (changesPages(opcode) || opcode == FUSE_FORGET) {
+            bumpPageGeneration(node); // and again before its reply ({@link #send}), FORGET has none
+        } else if (opcode == FUSE_BATCH_FORGET) {
+            for (int i = 0, count = req.getInt(IN_HEADER_BYTES); i < count; i++) {
+                bumpPageGeneration(req.getLong(IN_HEADER_BYTES + 8 + 16L * i));
             }
-            default -> { }
         }
         if (v == null) {
             return true;

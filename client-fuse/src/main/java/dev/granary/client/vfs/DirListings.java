@@ -40,9 +40,17 @@ final class DirListings {
         return listings.getIfPresent(ino);
     }
 
-    /** Keeps {@code entries} (immutable from here on) as directory {@code ino} at ctime {@code ctimeNs}. */
-    void put(long ino, long ctimeNs, List<GranaryVfs.Entry> entries) {
-        listings.put(ino, new Listing(ctimeNs, List.copyOf(entries)));
+    /**
+     * A complete listing of directory {@code ino}, all of whose {@code pages} pages carried ctime
+     * {@code ctimeNs}: kept (immutable from here on) when it took more than one page; otherwise
+     * any copy kept before goes.
+     */
+    void put(long ino, long ctimeNs, List<GranaryVfs.Entry> entries, int pages) {
+        if (pages > 1) {
+            listings.put(ino, new Listing(ctimeNs, List.copyOf(entries)));
+        } else {
+            listings.invalidate(ino);
+        }
     }
 
     /** Forgets directory {@code ino}'s listing. */

@@ -187,6 +187,12 @@ public final class GranaryVfs implements AutoCloseable {
         public Entry(String name, long ino, int mode) {
             this(name, ino, mode, Names.encode(name));
         }
+
+        /** The entry of a listing page's {@code e}: its name decoded ({@link Names#decode}), its type bits. */
+        static Entry of(DirEntry e) {
+            byte[] raw = e.getName().toByteArray();
+            return new Entry(Names.decode(raw), e.getIno(), e.getMode() & S_IFMT, raw);
+        }
     }
 
     /**
@@ -257,7 +263,7 @@ public final class GranaryVfs implements AutoCloseable {
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
-        this.statAhead.onCompleteListing(this::listed);
+        this.statAhead.onCompleteListing(listings::put); // a complete listing read with attributes
     }
 
     /**
@@ -1914,8 +1920,7 @@ public final class GranaryVfs implements AutoCloseable {
             // listing lacks (statahead fetches both), and the inserts were a quarter of a large
             // listing's client CPU (profiled: os.listdir of 5,000 names).
             for (DirEntry e : p.entries()) {
-                byte[] raw = e.getName().toByteArray();
-                Entry entry = new Entry(Names.decode(raw), e.getIno(), e.getMode() & S_IFMT, raw);
+                Entry entry = Entry.of(e);
                 all.add(entry);
                 if (deferred != null && deferred.pending(d.ino, entry.name())) {
                     continue; // removed here since the listing began
@@ -1929,9 +1934,9 @@ public final class GranaryVfs implements AutoCloseable {
             pages++;
             oneVersion &= p.dir() != null && p.dir().getCtimeNs() == ctime;
         }
-        if (oneVersion && pages > 1) {
-            listings.put(d.ino, ctime, all);
-        } else if (kept != null) {
+        if (oneVersion) {
+            listings.put(d.ino, ctime, all, pages);
+        } else {
             listings.forget(d.ino);
         }
         return out;
@@ -1949,17 +1954,6 @@ public final class GranaryVfs implements AutoCloseable {
     static int grownPage(int pageSize, int pages) {
         long grown = (long) pageSize << Math.min(2L * pages, 20);
         return (int) Math.max(pageSize, Math.min(grown, MAX_GROWN_PAGE));
-    }
-
-    /**
-     * A complete listing of directory {@code dir} read with attributes (statahead), all of whose
-     * pages carried ctime {@code ctimeNs}: kept for later listings ({@link DirListings}) when it
-     * took more than one page.
-     */
-    void listed(long dir, long ctimeNs, List<Entry> entries, int pages) {
-        if (pages > 1) {
-            listings.put(dir, ctimeNs, entries);
-        }
     }
 
     /** Entries statahead fetches put into this client's caches so far (tests). */

@@ -218,8 +218,7 @@ final class StatAhead {
                             listing = null;
                             break;
                         }
-                        byte[] raw = e.getName().toByteArray();
-                        listing.add(new GranaryVfs.Entry(Names.decode(raw), e.getIno(), e.getMode() & 0170000, raw));
+                        listing.add(GranaryVfs.Entry.of(e));
                     }
                 }
             }
