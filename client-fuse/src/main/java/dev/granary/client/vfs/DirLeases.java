@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.LongConsumer;
+import java.util.function.LongPredicate;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -73,6 +74,10 @@ final class DirLeases implements AutoCloseable {
     static final long POLL_MS = 10;
     /** Leases held at most at once: each costs a poll every {@link #POLL_MS}. */
     static final int MAX_HELD = 16;
+    /** Tries at most of a grant's listing while this client's own writes to the directory are in flight. */
+    static final int LISTING_TRIES = 50;
+    /** Pause between two tries of a grant's listing, ms. */
+    static final long LISTING_RETRY_MS = 2;
 
     /** One held lease. {@code rw}: creates answered under it take the read lock; ending it, the write lock. */
     private static final class Held {
@@ -98,6 +103,8 @@ final class DirLeases implements AutoCloseable {
     private final MdsClient mds;
     /** Sends a directory's deferred creates and unlinks and waits for the MDS's answers. */
     private final LongConsumer flushDir;
+    /** The listings read after each grant (negative lookups answered here), or null. */
+    private final LeasedListings listings;
     private final ConcurrentHashMap<Long, Held> held = new ConcurrentHashMap<>();
     /** The last create or unlink in each directory that was not answered under a lease (System.nanoTime). */
     private final Cache<Long, Long> lastChange = Caffeine.newBuilder().executor(Runnable::run)
@@ -118,8 +125,18 @@ final class DirLeases implements AutoCloseable {
      * deferred creates and unlinks and waits for their answers.
      */
     DirLeases(MdsClient mds, LongConsumer flushDir) {
+        this(mds, flushDir, null);
+    }
+
+    /**
+     * Like {@link #DirLeases(MdsClient, LongConsumer)}; with {@code listings}, each grant's
+     * directory is listed in the background ({@link LeasedListings#build}) so that lookups of
+     * absent names in it are answered here ({@link #withLease}).
+     */
+    DirLeases(MdsClient mds, LongConsumer flushDir, LeasedListings listings) {
         this.mds = mds;
         this.flushDir = flushDir;
+        this.listings = listings;
         this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "granary-dir-leases");
             t.setDaemon(true);
@@ -176,6 +193,30 @@ final class DirLeases implements AutoCloseable {
     }
 
     /**
+     * Tests {@code test} with the grant time of directory {@code dir}'s lease (System.nanoTime,
+     * as {@link LeasedListings} keys its listings) while this client holds that lease and may
+     * still use it; false without testing otherwise. The lease cannot end meanwhile, and counts
+     * as used (a lookup before a create).
+     */
+    boolean withLease(long dir, LongPredicate test) {
+        Held h = held.get(dir);
+        if (h == null) {
+            return false;
+        }
+        h.rw.readLock().lock();
+        try {
+            long now = System.nanoTime();
+            if (h.ending || now - h.validUntilNanos >= 0 || !test.test(h.grantedNanos)) {
+                return false;
+            }
+            h.lastUseNanos = now;
+            return true;
+        } finally {
+            h.rw.readLock().unlock();
+        }
+    }
+
+    /**
      * Runs {@code action} under the lease of directory {@code dir} when this client holds it and
      * may still use it (for a change of an entry this client knows, such as an unlink), and
      * returns its result; else returns null without running it.
@@ -216,6 +257,13 @@ final class DirLeases implements AutoCloseable {
             if (held.putIfAbsent(dir, h) == null) {
                 grants.incrementAndGet();
                 startPolling();
+                if (listings != null) {
+                    try {
+                        timer.execute(() -> list(h, 1));
+                    } catch (java.util.concurrent.RejectedExecutionException e) {
+                        // closing: no listing needed
+                    }
+                }
             }
         } catch (RuntimeException e) {
             refused.put(dir, Boolean.TRUE);
@@ -256,6 +304,24 @@ final class DirLeases implements AutoCloseable {
         stopPollingIfIdle();
     }
 
+    /**
+     * On the timer thread: reads the listing of lease {@code h}'s directory for it, again after
+     * {@link #LISTING_RETRY_MS} while this client's writes to the directory are in flight (at most
+     * {@link #LISTING_TRIES} tries), as long as the lease is held.
+     */
+    private void list(Held h, int attempt) {
+        if (closed || h.ending || held.get(h.dir) != h) {
+            return;
+        }
+        if (!listings.build(mds, h.caller, h.dir, h.grantedNanos) && attempt < LISTING_TRIES) {
+            try {
+                timer.schedule(() -> list(h, attempt + 1), LISTING_RETRY_MS, TimeUnit.MILLISECONDS);
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                // closing: no listing needed
+            }
+        }
+    }
+
     /** Ends lease {@code h}: nothing more is answered under it, its directory's deferred changes are sent, then it is released. */
     private void end(Held h) {
         h.rw.writeLock().lock();
@@ -263,6 +329,9 @@ final class DirLeases implements AutoCloseable {
             h.ending = true;
         } finally {
             h.rw.writeLock().unlock();
+        }
+        if (listings != null) {
+            listings.ended(h.dir, h.grantedNanos);
         }
         try {
             flushDir.accept(h.dir);

@@ -133,6 +133,8 @@ public final class GranaryVfs implements AutoCloseable {
     private final DeferredCreates creates;
     /** The directory leases this client holds ({@link ClientConfig#dirLease()}), or null. */
     private final DirLeases leases;
+    /** Listings of the leased directories, which answer lookups of absent names there; null without leases. */
+    private final LeasedListings leasedListings;
     /** Small-file packing ({@link ClientConfig#packMax()}), or null. */
     private final PackWriter packs;
     /**
@@ -200,7 +202,11 @@ public final class GranaryVfs implements AutoCloseable {
      * is closed by {@link #close()}: the caller owns them.
      */
     public GranaryVfs(MdsClient mdsClient, BlockIo blockIo, ClientConfig config) {
-        this.mds = mdsClient.withSession(session); // this client's requests carry its session: its locks and directory leases
+        boolean deferCreates = config.deferredCreate() && !config.cacheTimeout().isZero();
+        boolean leased = deferCreates && config.dirLease();
+        this.leasedListings = leased ? new LeasedListings() : null;
+        // this client's requests carry its session: its locks and directory leases
+        this.mds = mdsClient.withSession(session, leasedListings);
         this.blockIo = blockIo;
         this.config = config;
         this.dirtyBudget = new DirtyBudget(config.maxDirtyBytes());
@@ -223,8 +229,6 @@ public final class GranaryVfs implements AutoCloseable {
         this.lookupMaps = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.openAfterLookup()).maximumSize(10_000).build();
         this.recentlyChanged = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(config.cacheTimeout().multipliedBy(2).plusSeconds(1))
                 .maximumSize(1_000_000).build();
-        boolean deferCreates = config.deferredCreate() && !config.cacheTimeout().isZero();
-        boolean leased = deferCreates && config.dirLease();
         // deferred unlinks: every qualifying one with client.deferred_unlink, else those in a
         // directory this client holds the lease of (no other client can see the name meanwhile)
         this.deferred = config.deferredUnlink() || leased ? new DeferredUnlinks(mds, new DeferredUnlinks.Outcome() {
@@ -258,7 +262,7 @@ public final class GranaryVfs implements AutoCloseable {
         this.leases = leased ? new DirLeases(mds, dir -> {
             creates.materializeDir(dir);
             deferred.awaitDir(dir);
-        }) : null;
+        }, leasedListings) : null;
         this.packs = config.packMax() > 0 ? new PackWriter(mds, blockIo, ClientConfig.PACK_BYTES, this::sendPack) : null;
         this.statAhead = new StatAhead(mds, ioExecutor, config, dentries, attrs, localChanges::get,
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
@@ -483,6 +487,12 @@ public final class GranaryVfs implements AutoCloseable {
             if (made != null) {
                 return made; // created here, not yet at the MDS
             }
+        }
+        if (leasedListings != null && leases.withLease(dir.getIno(), lease -> leasedListings.absent(dir.getIno(), lease, name, dir))) {
+            // the kernel's LOOKUP before a create in a directory this client holds the lease of:
+            // absent from the listing read after the grant and untouched since, so absent now
+            absentNames.put(key, System.nanoTime());
+            throw new NoEntryException("no entry '" + name + "' in leased directory inode " + dir.getIno(), dir);
         }
         byte[] encoded = nameBytes(name);
         statAhead.awaitFetch(dir.getIno(), encoded);
@@ -1285,6 +1295,11 @@ public final class GranaryVfs implements AutoCloseable {
     /** Directory leases taken, ended by a recall, and creates answered under one, so far (tests, diagnostics; zeros when off). */
     public long[] dirLeaseCounters() {
         return leases == null ? new long[3] : leases.counters();
+    }
+
+    /** Listings of leased directories made, and lookups answered absent from them, so far (tests, diagnostics; zeros when off). */
+    public long[] leasedListingCounters() {
+        return leasedListings == null ? new long[2] : leasedListings.counters();
     }
 
     /**

@@ -33,16 +33,33 @@ public final class MdsClient implements AutoCloseable {
     private final MdsTransport transport;
     /** The session id stamped on every request: a client's locks and directory leases belong to it (0: none). */
     private final long session;
+    /** Told of every write this client sends, or null. */
+    private final WriteObserver observer;
     private final java.util.concurrent.atomic.AtomicLong leaseRefusals = new java.util.concurrent.atomic.AtomicLong();
 
     /** A client without a session (its requests are kept out of every leased directory until recalled). */
     public MdsClient(MdsTransport transport) {
-        this(transport, 0);
+        this(transport, 0, null);
     }
 
-    private MdsClient(MdsTransport transport, long session) {
+    private MdsClient(MdsTransport transport, long session, WriteObserver observer) {
         this.transport = transport;
         this.session = session;
+        this.observer = observer;
+    }
+
+    /**
+     * Sees every write request a client sends to the MDS (each of a batch inside it, too): just
+     * before it goes out, and once its call returned or failed. A client-side cache that must know
+     * which of the client's own changes may be in flight uses it (the VFS's complete listings of
+     * leased directories). Called on the sending thread; must not block or call the MDS.
+     */
+    public interface WriteObserver {
+        /** {@code r} is about to be sent (before the MDS can have applied it). */
+        void sending(MdsRequest r);
+
+        /** The call that sent {@code r} returned or failed: the MDS applied it or never will. */
+        void sent(MdsRequest r);
     }
 
     /**
@@ -50,7 +67,12 @@ public final class MdsClient implements AutoCloseable {
      * id): the directory leases it takes are its own. Closing either closes the transport.
      */
     public MdsClient withSession(long id) {
-        return new MdsClient(transport, id);
+        return new MdsClient(transport, id, observer);
+    }
+
+    /** Like {@link #withSession(long)}, with {@code observer} told of every write (null: none). */
+    public MdsClient withSession(long id, WriteObserver observer) {
+        return new MdsClient(transport, id, observer);
     }
 
     /** The session id stamped on requests (0: none). */
@@ -72,11 +94,25 @@ public final class MdsClient implements AutoCloseable {
      * client keeps it out: on a LEASED answer, recalls that lease (once per lease: the answer says
      * whether it already was) and sends {@code r} again after a pause (1 ms doubling up to
      * {@value #LEASED_PAUSE_MAX_MS} ms). A batch is sent again whole (the MDS applied none of it).
+     * A write is shown to the {@link WriteObserver}, if any, before it goes out and after its call.
      *
      * @throws FsException EIO when a lease still kept it out after {@link #LEASED_BUDGET_NS};
      *     EINTR when interrupted while waiting
      */
     private MdsResponse send(MdsRequest r, boolean write) {
+        WriteObserver o = write ? observer : null;
+        if (o == null) {
+            return sendUntilNotLeased(r, write);
+        }
+        o.sending(r);
+        try {
+            return sendUntilNotLeased(r, true);
+        } finally {
+            o.sent(r);
+        }
+    }
+
+    private MdsResponse sendUntilNotLeased(MdsRequest r, boolean write) {
         long deadline = 0;
         long pauseMs = 1;
         while (true) {
