@@ -115,6 +115,8 @@ final class DirLeases implements AutoCloseable {
     private final ScheduledExecutorService timer;
     /** The poll while leases are held, else null (an idle client does not wake up): guarded by {@code this}. */
     private ScheduledFuture<?> polling;
+    /** Runs on the poll thread just before a due renewal reads the clock (tests stall it there); nothing by default. */
+    volatile Runnable beforeRenewal = () -> { };
     private final AtomicLong grants = new AtomicLong();
     private final AtomicLong recalls = new AtomicLong();
     private final AtomicLong answered = new AtomicLong();
@@ -285,8 +287,16 @@ final class DirLeases implements AutoCloseable {
                     }
                 }
                 if (!end && h.validUntilNanos - now < RENEW_AHEAD_NS) {
+                    beforeRenewal.run();
                     long sent = System.nanoTime();
-                    if (mds.acquireDirLease(h.caller, h.dir, LEASE_NS).granted()) {
+                    if (sent - h.validUntilNanos >= 0) {
+                        // this thread stalled past the lease's local use since it read the clock:
+                        // the MDS's lease may have run out meanwhile, and another client may have
+                        // changed the directory before a renewal re-granted it, which neither the
+                        // listing nor the names seen absent under this grant would show. Ended,
+                        // not renewed: the next create takes a new lease (helper-noticed, by reading)
+                        end = true;
+                    } else if (mds.acquireDirLease(h.caller, h.dir, LEASE_NS).granted()) {
                         h.validUntilNanos = sent + LEASE_NS - MARGIN_NS;
                     } else {
                         recalls.incrementAndGet();

@@ -488,13 +488,13 @@ public final class GranaryVfs implements AutoCloseable {
                 return made; // created here, not yet at the MDS
             }
         }
+        byte[] encoded = nameBytes(name); // ENAMETOOLONG before anything answers (helper-found: ENOENT from the listing)
         if (leasedListings != null && leases.withLease(dir.getIno(), lease -> leasedListings.absent(dir.getIno(), lease, name, dir))) {
             // the kernel's LOOKUP before a create in a directory this client holds the lease of:
             // absent from the listing read after the grant and untouched since, so absent now
             absentNames.put(key, System.nanoTime());
             throw new NoEntryException("no entry '" + name + "' in leased directory inode " + dir.getIno(), dir);
         }
-        byte[] encoded = nameBytes(name);
         statAhead.awaitFetch(dir.getIno(), encoded);
         cached = cachedEntry(key);
         if (cached != null) {
@@ -1295,6 +1295,11 @@ public final class GranaryVfs implements AutoCloseable {
     /** Directory leases taken, ended by a recall, and creates answered under one, so far (tests, diagnostics; zeros when off). */
     public long[] dirLeaseCounters() {
         return leases == null ? new long[3] : leases.counters();
+    }
+
+    /** The directory leases of this client, or null when off (tests). */
+    DirLeases dirLeases() {
+        return leases;
     }
 
     /** Listings of leased directories made, and lookups answered absent from them, so far (tests, diagnostics; zeros when off). */

@@ -184,7 +184,68 @@ class LeasedListingsTest extends LocalClusterTestBase {
         assertEquals(131072, a.getattr(ROOT, dir + "/afterSetstripe").getLayout().getStripeSize(), "the new file has the new layout");
     }
 
+    /**
+     * A holder whose lease poll stalled between reading the lease's status and renewing it, past
+     * the lease's local use, ends the lease instead of renewing it: the MDS's lease ran out
+     * meanwhile and another client made a name, which the old grant's listing lacks. Regression
+     * (a helper, by reading DirLeases.tick): the renewal took a new lease at the MDS and the old
+     * listing answered that name absent until the lease idled out.
+     */
+    @Test
+    void aLeaseWhosePollStalledPastItsLocalUseIsEndedNotRenewed() throws Exception {
+        makeUntilListed(a, "w");
+        long granted = System.nanoTime(); // a little after the grant: the MDS's lease runs out 15 s after it at the latest
+        java.util.concurrent.CountDownLatch stalled = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch resume = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicBoolean armed = new java.util.concurrent.atomic.AtomicBoolean(true);
+        a.dirLeases().beforeRenewal = () -> {
+            if (armed.compareAndSet(true, false)) {
+                stalled.countDown(); // the poll read "held", its renewal is due: it stops here
+                try {
+                    resume.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        };
+        try {
+            int i = 0;
+            while (stalled.getCount() > 0) { // keep the lease in use until its renewal is due
+                assertTrue(System.nanoTime() - granted < 10_000_000_000L, "the poll never reached the renewal");
+                make(a, dir + "/u" + i++);
+                Thread.sleep(20);
+            }
+            // meanwhile the MDS's lease runs out (no recall: nobody asked for the directory), and
+            // another client makes a name
+            Thread.sleep(Math.max(0, (granted + DirLeases.LEASE_NS + 500_000_000L - System.nanoTime()) / 1_000_000L));
+            long fh = b.create(ROOT, dir + "/madeInTheGap", 0644, EXCL);
+            long ino = b.fgetattr(ROOT, fh).getIno();
+            b.release(ROOT, fh);
+            long answered = a.leasedListingCounters()[1];
+            resume.countDown();
+            long t0 = System.nanoTime();
+            while (System.nanoTime() - t0 < 300_000_000L) {
+                a.invalidateCaches();
+                assertEquals(ino, a.getattr(ROOT, dir + "/madeInTheGap").getIno(), "the name another client made in the gap");
+            }
+            assertEquals(answered, a.leasedListingCounters()[1], "nothing was answered from the old grant's listing");
+        } finally {
+            resume.countDown();
+        }
+    }
+
     /** The write-tracking rules of {@link LeasedListings} alone, over the real MDS namespace. */
+    /** A name longer than 255 bytes gets ENAMETOOLONG in a leased directory too (helper-found: ENOENT from the listing). */
+    @Test
+    void aNameTooLongIsRefusedBeforeTheListingAnswers() throws Exception {
+        makeUntilListed(a, "w");
+        long answered = a.leasedListingCounters()[1];
+        make(a, dir + "/keepsTheLease");
+        FsException e = assertThrows(FsException.class, () -> a.getattr(ROOT, dir + "/" + "n".repeat(300)));
+        assertEquals(Status.ENAMETOOLONG, e.status(), e.getMessage());
+        assertTrue(a.leasedListingCounters()[1] > answered, "the listing was in use");
+    }
+
     @Test
     void aWriteInFlightAtTheListingOrTouchingANameKeepsItFromBeingAnsweredAbsent() {
         LeasedListings l = new LeasedListings();

@@ -34,6 +34,8 @@ public final class LocalCluster implements AutoCloseable {
             new java.util.concurrent.ConcurrentHashMap<>();
     /** Runs before each MDS read reaches the state machine (a test may hold one there); none by default. */
     public volatile java.util.function.Consumer<dev.granary.mds.proto.MdsRequest> beforeRead = r -> { };
+    /** Runs after each MDS read, before its answer goes back (a test may hold one there); none by default. */
+    public volatile java.util.function.Consumer<dev.granary.mds.proto.MdsRequest> afterRead = r -> { };
     /** Runs before each MDS write reaches the state machine (a test may hold one there); none by default. */
     public volatile java.util.function.Consumer<dev.granary.mds.proto.MdsRequest> beforeWrite = r -> { };
 
@@ -62,7 +64,9 @@ public final class LocalCluster implements AutoCloseable {
             public dev.granary.mds.proto.MdsResponse read(dev.granary.mds.proto.MdsRequest r) {
                 count(r);
                 beforeRead.accept(r);
-                return local.read(r);
+                dev.granary.mds.proto.MdsResponse answer = local.read(r);
+                afterRead.accept(r);
+                return answer;
             }
 
             @Override

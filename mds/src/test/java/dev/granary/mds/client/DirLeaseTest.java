@@ -61,6 +61,7 @@ class DirLeaseTest {
         long f = a.create(ROOT, dir, n("f"), 0100644, true).getIno();
         a.mkdir(ROOT, dir, n("sub"), 0755);
         long g = a.create(ROOT, other, n("g"), 0100644, true).getIno();
+        a.mkdir(ROOT, MdsClient.ROOT_INO, n("spare"), 0755);
         assertTrue(a.acquireDirLease(ROOT, dir, LEASE_NS).granted());
 
         ByteString name = ByteString.copyFrom(n("x"));
@@ -78,6 +79,10 @@ class DirLeaseTest {
                         .setDstParent(other).setDstName(name)).build(),
                 asB().setRename(RenameRequest.newBuilder().setSrcParent(other).setSrcName(ByteString.copyFrom(n("g")))
                         .setDstParent(dir).setDstName(name)).build(),
+                // a rename of an empty directory over the leased one (helper-found: it replaced a
+                // leased directory that looked empty at the MDS, and the holder's unsent creates were lost)
+                asB().setRename(RenameRequest.newBuilder().setSrcParent(MdsClient.ROOT_INO).setSrcName(ByteString.copyFrom(n("spare")))
+                        .setDstParent(MdsClient.ROOT_INO).setDstName(ByteString.copyFrom(n("d")))).build(),
                 asB().setSetattr(SetAttrRequest.newBuilder().setIno(dir).setValid(MdsClient.SETATTR_MODE).setMode(0700)).build(),
                 asB().setSetxattr(SetXattrRequest.newBuilder().setIno(dir).setName(ByteString.copyFrom(n("user.k")))
                         .setValue(name)).build(),
