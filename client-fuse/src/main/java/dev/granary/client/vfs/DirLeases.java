@@ -13,6 +13,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Function;
 import java.util.function.LongConsumer;
 import java.util.function.LongPredicate;
 import java.util.function.Supplier;
@@ -167,12 +168,12 @@ final class DirLeases implements AutoCloseable {
     }
 
     /**
-     * Runs {@code action} under the lease of directory {@code dir} and returns its result, when
-     * this client holds that lease, may still use it, and the name concerned was seen absent at
-     * the MDS by a read sent at {@code absentSeenNanos} (System.nanoTime), after the grant; else
-     * returns null without running it. The lease cannot end while {@code action} runs.
+     * Runs {@code action} on directory {@code dir}'s lease under its read lock and returns its
+     * result, when this client holds that lease and may still use it (the use is recorded: the
+     * lease does not idle out); else returns null without running it. The lease cannot end
+     * while {@code action} runs.
      */
-    <T> T underLease(long dir, long absentSeenNanos, Supplier<T> action) {
+    private <T> T whileUsable(long dir, Function<Held, T> action) {
         Held h = held.get(dir);
         if (h == null) {
             return null;
@@ -180,18 +181,28 @@ final class DirLeases implements AutoCloseable {
         h.rw.readLock().lock();
         try {
             long now = System.nanoTime();
-            if (h.ending || now - h.validUntilNanos >= 0 || absentSeenNanos - h.grantedNanos < 0) {
+            if (h.ending || now - h.validUntilNanos >= 0) {
                 return null;
             }
             h.lastUseNanos = now;
-            T r = action.get();
-            if (r != null) {
-                answered.incrementAndGet();
-            }
-            return r;
+            return action.apply(h);
         } finally {
             h.rw.readLock().unlock();
         }
+    }
+
+    /**
+     * Runs {@code action} under the lease of directory {@code dir} and returns its result, when
+     * this client holds that lease, may still use it, and the name concerned was seen absent at
+     * the MDS by a read sent at {@code absentSeenNanos} (System.nanoTime), after the grant; else
+     * returns null without running it. The lease cannot end while {@code action} runs.
+     */
+    <T> T underLease(long dir, long absentSeenNanos, Supplier<T> action) {
+        T r = whileUsable(dir, h -> absentSeenNanos - h.grantedNanos < 0 ? null : action.get());
+        if (r != null) {
+            answered.incrementAndGet();
+        }
+        return r;
     }
 
     /**
@@ -201,21 +212,7 @@ final class DirLeases implements AutoCloseable {
      * as used (a lookup before a create).
      */
     boolean withLease(long dir, LongPredicate test) {
-        Held h = held.get(dir);
-        if (h == null) {
-            return false;
-        }
-        h.rw.readLock().lock();
-        try {
-            long now = System.nanoTime();
-            if (h.ending || now - h.validUntilNanos >= 0 || !test.test(h.grantedNanos)) {
-                return false;
-            }
-            h.lastUseNanos = now;
-            return true;
-        } finally {
-            h.rw.readLock().unlock();
-        }
+        return whileUsable(dir, h -> test.test(h.grantedNanos) ? Boolean.TRUE : null) != null;
     }
 
     /**

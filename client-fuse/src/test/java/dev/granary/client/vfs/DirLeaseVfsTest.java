@@ -1,9 +1,6 @@
 package dev.granary.client.vfs;
 
-import static dev.granary.client.vfs.GranaryVfs.O_CREAT;
-import static dev.granary.client.vfs.GranaryVfs.O_EXCL;
 import static dev.granary.client.vfs.GranaryVfs.O_RDONLY;
-import static dev.granary.client.vfs.GranaryVfs.O_WRONLY;
 import static dev.granary.client.vfs.LocalCluster.ROOT;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -19,10 +16,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInfo;
 
 /**
  * Directory leases ({@link DirLeases}, {@link ClientConfig#dirLease()}) between two client cores
@@ -31,29 +25,7 @@ import org.junit.jupiter.api.TestInfo;
  * directory without those files or with the removed ones, and never makes a name the holder
  * already answered for.
  */
-class DirLeaseVfsTest extends LocalClusterTestBase {
-    static final int EXCL = O_CREAT | O_WRONLY | O_EXCL;
-    GranaryVfs a, b;
-    String dir;
-
-    @BeforeEach
-    void setUp(TestInfo info) {
-        a = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
-        b = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
-        dir = "/" + info.getTestMethod().orElseThrow().getName();
-        cluster.stripedDir(a, dir, 64 * 1024);
-    }
-
-    @AfterEach
-    void tearDown() {
-        a.close();
-        b.close();
-    }
-
-    long calls(OpCase op) {
-        return cluster.mdsCalls.computeIfAbsent(op, k -> new java.util.concurrent.atomic.AtomicLong()).get();
-    }
-
+class DirLeaseVfsTest extends TwoClientCoresTestBase {
     /** An open(2) with O_CREAT as the kernel sends it: a LOOKUP of the name (ENOENT), then the CREATE. */
     static long open(GranaryVfs vfs, String path, int flags) {
         try {

@@ -1,8 +1,5 @@
 package dev.granary.client.vfs;
 
-import static dev.granary.client.vfs.GranaryVfs.O_CREAT;
-import static dev.granary.client.vfs.GranaryVfs.O_EXCL;
-import static dev.granary.client.vfs.GranaryVfs.O_WRONLY;
 import static dev.granary.client.vfs.LocalCluster.ROOT;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -20,10 +17,7 @@ import com.google.protobuf.ByteString;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInfo;
 
 /**
  * Lookups of absent names in a directory this client holds the lease of, answered from the
@@ -31,29 +25,7 @@ import org.junit.jupiter.api.TestInfo;
  * the kernel's LOOKUP before each create costs no MDS read, and no name that exists (made by
  * another client before the lease, or by this client in any way since) is ever answered absent.
  */
-class LeasedListingsTest extends LocalClusterTestBase {
-    static final int EXCL = O_CREAT | O_WRONLY | O_EXCL;
-    GranaryVfs a, b;
-    String dir;
-
-    @BeforeEach
-    void setUp(TestInfo info) {
-        a = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
-        b = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
-        dir = "/" + info.getTestMethod().orElseThrow().getName();
-        cluster.stripedDir(a, dir, 64 * 1024);
-    }
-
-    @AfterEach
-    void tearDown() {
-        a.close();
-        b.close();
-    }
-
-    long calls(OpCase op) {
-        return cluster.mdsCalls.computeIfAbsent(op, k -> new java.util.concurrent.atomic.AtomicLong()).get();
-    }
-
+class LeasedListingsTest extends TwoClientCoresTestBase {
     /** An open(2) with O_EXCL as the kernel sends it: a LOOKUP of the name (ENOENT), then the CREATE; closed at once. */
     static long make(GranaryVfs vfs, String path) {
         FsException e = assertThrows(FsException.class, () -> vfs.getattr(ROOT, path), path + " exists before its create");
