@@ -1,13 +1,15 @@
 package dev.granary.client.vfs;
 
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
 import dev.granary.mds.client.MdsClient;
 import dev.granary.mds.client.ReadDirPage;
 import dev.granary.mds.proto.Attr;
 import dev.granary.mds.proto.Caller;
 import dev.granary.mds.proto.DirEntry;
 import dev.granary.mds.proto.MdsRequest;
+import java.time.Duration;
 import java.util.HashSet;
-import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -36,17 +38,21 @@ import org.slf4j.LoggerFactory;
  *   <li>A write to the directory still in flight when the listing is registered (sent before, so
  *       not marked) may reach the MDS after the read: then no listing is made this time
  *       ({@link #build} answers "try again").</li>
- *   <li>A directory of more than {@link #MAX_NAMES} names, one the caller may not list, or one
- *       with more touched names than that gets no (more) answers.</li>
+ *   <li>A directory of more than {@link #LISTED_MAX} names (one listing page), one the caller may
+ *       not list, or one with more than {@link #MAX_TOUCHED} touched names gets no (more) answers;
+ *       a directory found too large is not listed again for {@link #TOO_LARGE_NS}, so leases
+ *       taken again and again on a huge directory do not each read a page of it.</li>
  * </ul>
  * Thread-safe.
  */
 final class LeasedListings implements MdsClient.WriteObserver {
     private static final Logger LOG = LoggerFactory.getLogger(LeasedListings.class);
-    /** Names at most per directory (listed plus touched): larger directories are looked up at the MDS. */
-    static final int MAX_NAMES = 65_536;
-    /** Entries asked per listing page. */
-    static final int PAGE_ENTRIES = 8_192;
+    /** Names listed at most (one page): a larger directory is looked up at the MDS. */
+    static final int LISTED_MAX = 8_192;
+    /** Names touched at most per listing, after which it is no longer used. */
+    static final int MAX_TOUCHED = 65_536;
+    /** How long a directory found too large is not listed again, ns. */
+    static final long TOO_LARGE_NS = 60_000_000_000L;
 
     /** The listing of one leased directory, made for one grant. */
     private static final class Listing {
@@ -75,6 +81,9 @@ final class LeasedListings implements MdsClient.WriteObserver {
     /** Writes in flight per directory (the directories they change entries or attributes of). */
     private final ConcurrentHashMap<Long, Integer> inFlight = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Long, Listing> listings = new ConcurrentHashMap<>();
+    /** Directories found larger than {@link #LISTED_MAX} lately. */
+    private final Cache<Long, Boolean> tooLarge = Caffeine.newBuilder().executor(Runnable::run)
+            .expireAfterWrite(Duration.ofNanos(TOO_LARGE_NS)).maximumSize(10_000).build();
     private final AtomicLong built = new AtomicLong();
     private final AtomicLong answered = new AtomicLong();
 
@@ -132,7 +141,7 @@ final class LeasedListings implements MdsClient.WriteObserver {
             Listing l = listings.get(dir);
             if (l != null && !l.broken) {
                 l.touched.add(Names.decode(name));
-                if (l.touched.size() > MAX_NAMES) {
+                if (l.touched.size() > MAX_TOUCHED) {
                     l.breakIt();
                 }
             }
@@ -158,6 +167,9 @@ final class LeasedListings implements MdsClient.WriteObserver {
      * (EACCES: no read permission; the MDS unreachable) leave the directory without a listing.
      */
     boolean build(MdsClient mds, Caller c, long dir, long lease) {
+        if (tooLarge.getIfPresent(dir) != null) {
+            return true;
+        }
         Listing l = new Listing(lease);
         listings.put(dir, l);
         // after the put: a write sent from now on finds the listing and marks its name; one sent
@@ -167,28 +179,19 @@ final class LeasedListings implements MdsClient.WriteObserver {
             return false;
         }
         try {
-            Set<String> names = new HashSet<>();
-            Attr dirAttr = null;
-            byte[] after = new byte[0];
-            while (true) {
-                ReadDirPage p = mds.readdir(c, dir, after, PAGE_ENTRIES);
-                if (dirAttr == null) {
-                    dirAttr = p.dir();
+            ReadDirPage p = mds.readdir(c, dir, new byte[0], LISTED_MAX);
+            if (p.more() || p.dir() == null) {
+                l.breakIt();
+                if (p.more()) {
+                    tooLarge.put(dir, Boolean.TRUE);
                 }
-                List<DirEntry> entries = p.entries();
-                for (DirEntry e : entries) {
-                    names.add(Names.decode(e.getName().toByteArray()));
-                }
-                if (names.size() > MAX_NAMES || dirAttr == null) {
-                    l.breakIt();
-                    return true;
-                }
-                if (!p.more() || entries.isEmpty()) {
-                    break;
-                }
-                after = entries.get(entries.size() - 1).getName().toByteArray();
+                return true;
             }
-            l.dir = dirAttr;
+            Set<String> names = new HashSet<>();
+            for (DirEntry e : p.entries()) {
+                names.add(Names.decode(e.getName().toByteArray()));
+            }
+            l.dir = p.dir();
             l.names = names;
             built.incrementAndGet();
         } catch (RuntimeException e) {

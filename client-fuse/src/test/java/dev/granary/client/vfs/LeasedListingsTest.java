@@ -207,6 +207,26 @@ class LeasedListingsTest extends TwoClientCoresTestBase {
     }
 
     /** The write-tracking rules of {@link LeasedListings} alone, over the real MDS namespace. */
+    /** A directory of more than one listing page gets no listing: its lookups go to the MDS as before. */
+    @Test
+    void aDirectoryLargerThanOneListingPageIsNotListed() throws Exception {
+        long dirIno = a.getattr(ROOT, dir).getIno();
+        for (int i = 0; i <= LeasedListings.LISTED_MAX; i++) {
+            cluster.mds.create(ROOT, dirIno, ("x" + i).getBytes(StandardCharsets.UTF_8), 0100644, true);
+        }
+        long listings = a.leasedListingCounters()[0];
+        long grants = a.dirLeaseCounters()[0];
+        long lookups = calls(OpCase.LOOKUP) + calls(OpCase.BATCH_READ);
+        for (int i = 0; i < 20; i++) {
+            make(a, dir + "/f" + i);
+        }
+        assertTrue(a.dirLeaseCounters()[0] > grants, "a lease was taken");
+        assertEquals(listings, a.leasedListingCounters()[0], "no listing was made");
+        assertEquals(20, calls(OpCase.LOOKUP) + calls(OpCase.BATCH_READ) - lookups, "each lookup went to the MDS");
+        a.invalidateCaches();
+        assertEquals(LeasedListings.LISTED_MAX + 1 + 20 + 2, b.readdir(ROOT, dir).size());
+    }
+
     /** A name longer than 255 bytes gets ENAMETOOLONG in a leased directory too (helper-found: ENOENT from the listing). */
     @Test
     void aNameTooLongIsRefusedBeforeTheListingAnswers() throws Exception {
