@@ -104,7 +104,7 @@ final class DirLeases implements AutoCloseable {
     private final MdsClient mds;
     /** Sends a directory's deferred creates and unlinks and waits for the MDS's answers. */
     private final LongConsumer flushDir;
-    /** The listings read after each grant (negative lookups answered here), or null. */
+    /** The listings read after each grant (negative lookups answered here). */
     private final LeasedListings listings;
     private final ConcurrentHashMap<Long, Held> held = new ConcurrentHashMap<>();
     /** The last create or unlink in each directory that was not answered under a lease (System.nanoTime). */
@@ -125,21 +125,14 @@ final class DirLeases implements AutoCloseable {
 
     /**
      * Leases over {@code mds} (a client with its session); {@code flushDir} sends a directory's
-     * deferred creates and unlinks and waits for their answers.
-     */
-    DirLeases(MdsClient mds, LongConsumer flushDir) {
-        this(mds, flushDir, null);
-    }
-
-    /**
-     * Like {@link #DirLeases(MdsClient, LongConsumer)}; with {@code listings}, each grant's
-     * directory is listed in the background ({@link LeasedListings#build}) so that lookups of
+     * deferred creates and unlinks and waits for their answers; each grant's directory is listed
+     * into {@code listings} in the background ({@link LeasedListings#build}), so that lookups of
      * absent names in it are answered here ({@link #withLease}).
      */
     DirLeases(MdsClient mds, LongConsumer flushDir, LeasedListings listings) {
         this.mds = mds;
         this.flushDir = flushDir;
-        this.listings = listings;
+        this.listings = java.util.Objects.requireNonNull(listings, "listings");
         this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "granary-dir-leases");
             t.setDaemon(true);
@@ -256,13 +249,7 @@ final class DirLeases implements AutoCloseable {
             if (held.putIfAbsent(dir, h) == null) {
                 grants.incrementAndGet();
                 startPolling();
-                if (listings != null) {
-                    try {
-                        timer.execute(() -> list(h, 1));
-                    } catch (java.util.concurrent.RejectedExecutionException e) {
-                        // closing: no listing needed
-                    }
-                }
+                onTimer(() -> list(h, 1), 0);
             }
         } catch (RuntimeException e) {
             refused.put(dir, Boolean.TRUE);
@@ -321,11 +308,16 @@ final class DirLeases implements AutoCloseable {
             return;
         }
         if (!listings.build(mds, h.caller, h.dir, h.grantedNanos) && attempt < LISTING_TRIES) {
-            try {
-                timer.schedule(() -> list(h, attempt + 1), LISTING_RETRY_MS, TimeUnit.MILLISECONDS);
-            } catch (java.util.concurrent.RejectedExecutionException e) {
-                // closing: no listing needed
-            }
+            onTimer(() -> list(h, attempt + 1), LISTING_RETRY_MS);
+        }
+    }
+
+    /** Runs {@code task} on the timer thread after {@code delayMs}; not at all once the timer is shut down (closing). */
+    private void onTimer(Runnable task, long delayMs) {
+        try {
+            timer.schedule(task, delayMs, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            // closing: nothing left to do for a lease
         }
     }
 
@@ -337,9 +329,7 @@ final class DirLeases implements AutoCloseable {
         } finally {
             h.rw.writeLock().unlock();
         }
-        if (listings != null) {
-            listings.ended(h.dir, h.grantedNanos);
-        }
+        listings.ended(h.dir, h.grantedNanos);
         try {
             flushDir.accept(h.dir);
         } catch (RuntimeException e) {

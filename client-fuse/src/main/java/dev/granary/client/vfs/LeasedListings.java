@@ -27,7 +27,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>What keeps an answer right:
  * <ul>
- *   <li>The listing is read after the grant, page by page, and belongs to that grant only
+ *   <li>The listing is read after the grant and belongs to that grant only
  *       ({@link #absent} is given the lease's grant time): a listing left from an earlier lease
  *       of the same directory is never used.</li>
  *   <li>Every write this client sends is seen before it goes out ({@link MdsClient.WriteObserver}):
@@ -161,10 +161,11 @@ final class LeasedListings implements MdsClient.WriteObserver {
 
     /**
      * Reads the listing of directory {@code dir} for the lease granted at {@code lease}
-     * (System.nanoTime, as {@link DirLeases} keeps it), as {@code c} (the lease's caller), page by
-     * page. Returns false when it should be tried again shortly: a write of this client to the
-     * directory was in flight (it may land after the read without having been marked). Errors
-     * (EACCES: no read permission; the MDS unreachable) leave the directory without a listing.
+     * (System.nanoTime, as {@link DirLeases} keeps it), as {@code c} (the lease's caller), in one
+     * page of at most {@link #LISTED_MAX} names. Returns false when it should be tried again
+     * shortly: a write of this client to the directory was in flight (it may land after the read
+     * without having been marked). A larger directory, and errors (EACCES: no read permission;
+     * the MDS unreachable), leave the directory without a listing.
      */
     boolean build(MdsClient mds, Caller c, long dir, long lease) {
         if (tooLarge.getIfPresent(dir) != null) {
