@@ -240,20 +240,15 @@ class LargeDirectoryFuseTest {
                 "os.unlink(d + '/l0')",
                 "print('after an unlink, nlink:', os.stat(d + '/f').st_nlink)",
                 "print('link again:', link('again'))",
-                // Seen in 2 of 2 full CI runs on 2026-12-06 (never alone, nor under CPU load):
-                // the old name's stat right after this link showed 64999. Not explained yet (see
-                // the session note); the stat is repeated for up to 2.5 s, the wait printed apart.
-                "import time",
-                "t0 = time.time(); n = os.stat(d + '/f').st_nlink",
-                "while n != 65000 and time.time() - t0 < 2.5:",
-                "    time.sleep(0.05); n = os.stat(d + '/f').st_nlink",
-                "if time.time() - t0 > 0.01: print('stale-wait-ms:', int((time.time() - t0) * 1000))",
-                "print('nlink:', n)", "");
+                // 2 of 2 full CI runs on 2026-12-06 showed 64999 here: a statahead page of this
+                // directory (thousands of names of f) put back f's attributes from before the
+                // link (StatAheadTest#aChangeBetweenTheFetchsReadOfTheCacheAndItsWriteIsKept)
+                "print('nlink:', os.stat(d + '/f').st_nlink)", "");
         Files.writeString(tmp.resolve("emlink.py"), script);
         String out = Shell.ok(tmp, PY + " emlink.py '" + dir + "'");
         System.out.print("links:\n" + out);
         assertEquals(List.of("link 65000: ok", "nlink: 65000", "link 65001: EMLINK", "after an unlink, nlink: 64999",
-                "link again: ok", "nlink: 65000"), out.lines().filter(l -> !l.startsWith("stale-wait-ms:")).toList());
+                "link again: ok", "nlink: 65000"), out.lines().toList());
         FsException e = org.junit.jupiter.api.Assertions.assertThrows(FsException.class,
                 () -> clients.get(0).link(ROOT, a.getIno(), dirIno, utf8("api-too-many")));
         assertEquals(Status.EMLINK, e.status());

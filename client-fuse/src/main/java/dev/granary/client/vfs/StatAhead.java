@@ -239,18 +239,10 @@ final class StatAhead {
                     // entries cached at create) would otherwise expire one by one during the scan
                     // and each cost an MDS lookup (a stat loop right after 5,000 fast creates ran
                     // at 4,800/s against 14,000 when the creates were slower than the timeout).
-                    Long cachedIno = dentries.asMap().putIfAbsent(key, e.getIno());
-                    if (cachedIno == null) {
-                        put.add(key);
-                    } else if (cachedIno == e.getIno()) {
-                        dentries.put(key, e.getIno());
+                    if (fromPage(dentries, key, e.getIno(), gen)) {
                         put.add(key);
                     }
-                    Attr cachedAttr = attrs.asMap().putIfAbsent(e.getIno(), e.getAttr());
-                    if (cachedAttr == null) {
-                        putAttrs.add(e.getIno());
-                    } else if (cachedAttr.equals(e.getAttr())) {
-                        attrs.put(e.getIno(), e.getAttr());
+                    if (fromPage(attrs, e.getIno(), e.getAttr(), gen)) {
                         putAttrs.add(e.getIno());
                     }
                 }
@@ -284,6 +276,33 @@ final class StatAhead {
                 d.notifyAll();
             }
         }
+    }
+
+    /**
+     * Caches {@code fresh}, read from a page when the generation was {@code gen}, under {@code key}:
+     * when nothing is cached and this client has changed nothing since, or in place of an equal
+     * cached value (restarting its timeout). Each is one atomic step on the key, so a change of
+     * this client that lands meanwhile (it moves the generation before it writes or drops the
+     * key) is never overwritten by the page's older value. Regression (CI, 2026-12-06): a file's
+     * other names (thousands in one page, one inode) were each read and then put in two steps;
+     * a {@code link(2)}'s new nlink written between the two was replaced by the page's, and a
+     * stat of the old name right after the link showed the old nlink until the page ended.
+     *
+     * @return whether the value was written
+     */
+    private <K, V> boolean fromPage(Cache<K, V> cache, K key, V fresh, long gen) {
+        boolean[] inserted = {false};
+        V cur = cache.asMap().computeIfAbsent(key, k -> {
+            if (generation.getAsLong() != gen) {
+                return null; // a change of ours since the page was read: nothing is cached
+            }
+            inserted[0] = true;
+            return fresh;
+        });
+        if (inserted[0]) {
+            return true;
+        }
+        return cur != null && cur.equals(fresh) && cache.asMap().replace(key, cur, fresh);
     }
 
     /** Directory fetches started so far (for tests and diagnostics). */
