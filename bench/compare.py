@@ -1194,7 +1194,7 @@ def report(runner, plan, targets, info, counter, elapsed):
                  unet=plan.unet_bytes // MIB)
     out = [f"# Granary vs s3fs vs rclone mount vs local directory ({info['date']}, BENCH_SCALE={plan.scale:g})", "",
            f"One run of `bench/compare.sh` on {info['machine']}; all three FUSE targets on the same embedded "
-           f"S3 server (S3Proxy inside the Granary quickstart JVM). Granary {info['commit']}; {info['versions']}. "
+           f"S3 server (S3Proxy inside the Granary quickstart JVM). Granary {info['commit']}, {info['aot']}; {info['versions']}. "
            f"Sizes: {plan.describe()}. Run time {elapsed / 60:.1f} min."
            + ("" if len(info["targets"]) == 4 else f" Only these targets were run (BENCH_TARGETS): {', '.join(info['targets'])}."), "",
            "| figure | unit | " + " | ".join(labels[n] for n in names) + " | "
@@ -1403,7 +1403,13 @@ def main():
     started = time.time()
     today = datetime.date.today().isoformat()
     commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    aot = os.path.join(ROOT, "tools", "target", "granary.aot")
+    jar = os.path.join(ROOT, "tools", "target", "granary-tools-0.1.0-SNAPSHOT.jar")
+    with_aot = (os.environ.get("GRANARY_AOT", "on") != "off" and os.path.exists(aot) and os.path.exists(jar)
+                and os.path.getmtime(aot) > os.path.getmtime(jar))
     info = dict(date=today, targets=selected, commit=commit or "?", versions=versions(), rclone_mode=rclone_mode,
+                aot="its JVMs with the AOT cache of `scripts/aot-cache.sh` (JDK 25: classes and method profiles from a training run)"
+                if with_aot else "its JVMs without an AOT cache",
                 machine=f"{os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GIB:.0f} GiB, "
                         f"Linux {platform.release()}")
     log(f"BENCH_SCALE={scale:g}: {plan.describe()}")

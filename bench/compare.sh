@@ -44,6 +44,15 @@ done
 [[ -n $PY ]] || { echo "bench/compare.sh: no python can import torch and numpy" >&2; exit 1; }
 
 "$ROOT/granary" --version >/dev/null   # builds Granary when the sources are newer than the jar
+# Granary runs as deployed: with its JVM's AOT cache (scripts/aot-cache.sh, a training run of about
+# a minute after each build; the launcher uses it). BENCH_AOT=off measures without it.
+if [[ ",${BENCH_TARGETS:-granary}," == *,granary,* && "${BENCH_AOT:-on}" != off ]]; then
+  if [[ ! "$ROOT/tools/target/granary.aot" -nt "$ROOT/tools/target/granary-tools-0.1.0-SNAPSHOT.jar" ]]; then
+    "$ROOT/scripts/aot-cache.sh" || echo "bench/compare.sh: no AOT cache; Granary runs without one" >&2
+  fi
+elif [[ "${BENCH_AOT:-on}" == off ]]; then
+  export GRANARY_AOT=off
+fi
 source "$ROOT/scripts/java-home.sh"     # JAVA_HOME for bench/fuse3/NoopFuse3.java (a JDK 22+ runs it)
 
 WORK=$(mktemp -d "${BENCH_WORK:-/var/tmp}/granary-compare.XXXXXX")
