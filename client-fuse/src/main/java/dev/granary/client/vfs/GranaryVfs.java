@@ -523,6 +523,14 @@ public final class GranaryVfs implements AutoCloseable {
             throw e;
         }
         dentries.put(key, a.getIno());
+        if (recentlyChanged.getIfPresent(key) != null) {
+            // This client removed or renamed the name while the MDS answered (a path walk of
+            // getattr or open beside an unlink or rename: the kernel locks neither against the
+            // other): the answer may be from before, and its entry must not outlive the change.
+            // The change marks the name before it drops the entry, so checking after the put
+            // sees every change that could have come first (as statahead's pages do).
+            dentries.invalidate(key);
+        }
         cacheFetched(a);
         statAhead.missed(c, dir.getIno(), name);
         return a;

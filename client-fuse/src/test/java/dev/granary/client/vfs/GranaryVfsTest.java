@@ -1300,6 +1300,44 @@ class GranaryVfsTest extends LocalClusterTestBase {
         }
     }
 
+    /**
+     * A path walk whose MDS lookup of a name was answered before this client removed the name
+     * (a getattr beside an unlink: the kernel locks neither against the other) does not leave the
+     * name cached: the next getattr answers ENOENT. Regression (found while fixing statahead's
+     * kind of fault, 2026-12-06): the walk cached the entry from its answer after the unlink had
+     * dropped it, and a stat showed the removed file for a cache timeout.
+     */
+    @Test
+    void aLookupAnsweredBeforeThisClientsUnlinkOfTheNameDoesNotCacheIt() throws Exception {
+        writeFile(vfs, dir + "/gone", random(100, 3), 100);
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(java.time.Duration.ofSeconds(30)).withDirLease(false);
+        java.util.concurrent.ExecutorService other = Executors.newSingleThreadExecutor();
+        try (GranaryVfs c = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            c.getattr(ROOT, dir); // the directory cached: the next walk asks the MDS only for "gone"
+            java.util.concurrent.atomic.AtomicBoolean armed = new java.util.concurrent.atomic.AtomicBoolean(true);
+            cluster.afterRead = r -> {
+                if (r.hasLookup() && r.getLookup().getName().toStringUtf8().equals("gone") && armed.getAndSet(false)) {
+                    // the lookup has its answer (the file exists); this client's unlink lands now
+                    try {
+                        other.submit(() -> c.unlink(ROOT, dir + "/gone")).get();
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+            };
+            try {
+                assertEquals(100, c.getattr(ROOT, dir + "/gone").getSize(), "the walk's answer, from before the unlink");
+            } finally {
+                cluster.afterRead = r -> { };
+            }
+            assertFalse(armed.get(), "the unlink ran inside the lookup");
+            assertEquals(Status.ENOENT, assertThrows(FsException.class, () -> c.getattr(ROOT, dir + "/gone")).status(),
+                    "the removed name after the unlink returned");
+        } finally {
+            other.shutdownNow();
+        }
+    }
+
     @Test
     void stataheadAnswersALookupLoopFromOneDirectoryFetchAndKeepsOwnChangesVisible() {
         int n = 60;
