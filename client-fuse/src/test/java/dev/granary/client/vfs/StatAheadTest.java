@@ -40,11 +40,7 @@ class StatAheadTest extends LocalClusterTestBase {
         GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults());
         ExecutorService fetcher = Executors.newSingleThreadExecutor();
         try {
-            vfs.mkdir(ROOT, "/sa", 0755);
-            for (String n : new String[] {"a", "b", "gone", "z"}) {
-                vfs.release(ROOT, vfs.create(ROOT, "/sa/" + n, 0644, O_CREAT | O_WRONLY));
-            }
-            long dir = vfs.getattr(ROOT, "/sa").getIno();
+            long dir = directoryOf(vfs, "/sa", "a", "b", "gone", "z");
             Cache<GranaryVfs.DentryKey, Long> dentries = Caffeine.newBuilder().build();
             Cache<Long, Attr> attrs = Caffeine.newBuilder().build();
             Set<String> removed = ConcurrentHashMap.newKeySet();
@@ -80,11 +76,7 @@ class StatAheadTest extends LocalClusterTestBase {
         GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDirLease(false));
         ExecutorService fetcher = Executors.newSingleThreadExecutor();
         try {
-            vfs.mkdir(ROOT, "/refresh", 0755);
-            for (String n : new String[] {"a", "b", "fresh", "other"}) {
-                vfs.release(ROOT, vfs.create(ROOT, "/refresh/" + n, 0644, O_CREAT | O_WRONLY));
-            }
-            long dir = vfs.getattr(ROOT, "/refresh").getIno();
+            long dir = directoryOf(vfs, "/refresh", "a", "b", "fresh", "other");
             java.util.concurrent.atomic.AtomicLong nanos = new java.util.concurrent.atomic.AtomicLong();
             Cache<GranaryVfs.DentryKey, Long> dentries = Caffeine.newBuilder().ticker(nanos::get)
                     .expireAfterWrite(java.time.Duration.ofSeconds(1)).build();
@@ -124,11 +116,7 @@ class StatAheadTest extends LocalClusterTestBase {
         GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults().withDirLease(false));
         ExecutorService fetcher = Executors.newSingleThreadExecutor();
         try {
-            vfs.mkdir(ROOT, "/race", 0755);
-            for (String n : new String[] {"a", "b", "f", "g"}) {
-                vfs.release(ROOT, vfs.create(ROOT, "/race/" + n, 0644, O_CREAT | O_WRONLY));
-            }
-            long dir = vfs.getattr(ROOT, "/race").getIno();
+            long dir = directoryOf(vfs, "/race", "a", "b", "f", "g");
             Attr f = cluster.mds.getattr(ROOT, vfs.getattr(ROOT, "/race/f").getIno());
             assertEquals(1, f.getNlink());
             Cache<Long, Attr> real = Caffeine.newBuilder().build();
@@ -160,6 +148,15 @@ class StatAheadTest extends LocalClusterTestBase {
             fetcher.shutdownNow();
             vfs.close();
         }
+    }
+
+    /** Makes directory {@code path} holding empty files {@code names}; returns its inode number. */
+    private static long directoryOf(GranaryVfs vfs, String path, String... names) {
+        vfs.mkdir(ROOT, path, 0755);
+        for (String n : names) {
+            vfs.release(ROOT, vfs.create(ROOT, path + "/" + n, 0644, O_CREAT | O_WRONLY));
+        }
+        return vfs.getattr(ROOT, path).getIno();
     }
 
     /**
