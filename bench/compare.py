@@ -1403,10 +1403,7 @@ def main():
     started = time.time()
     today = datetime.date.today().isoformat()
     commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
-    aot = os.path.join(ROOT, "tools", "target", "granary.aot")
-    jar = os.path.join(ROOT, "tools", "target", "granary-tools-0.1.0-SNAPSHOT.jar")
-    with_aot = (os.environ.get("GRANARY_AOT", "on") != "off" and os.path.exists(aot) and os.path.exists(jar)
-                and os.path.getmtime(aot) > os.path.getmtime(jar))
+    with_aot = os.environ.get("BENCH_GRANARY_AOT") == "on"  # decided by compare.sh (the launcher's rule)
     info = dict(date=today, targets=selected, commit=commit or "?", versions=versions(), rclone_mode=rclone_mode,
                 aot="its JVMs with the AOT cache of `scripts/aot-cache.sh` (JDK 25: classes and method profiles from a training run)"
                 if with_aot else "its JVMs without an AOT cache",

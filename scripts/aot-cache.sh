@@ -18,9 +18,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/java-home.sh"
 CACHE="$ROOT/tools/target/granary.aot"
 
-major=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$JAVA_HOME/release" 2>/dev/null || true)
-if [[ "${major:-0}" -lt 25 ]]; then
-  echo "aot-cache: needs JDK 25 or newer (JAVA_HOME=$JAVA_HOME is ${major:-unknown}); nothing made" >&2
+major=$(jdk_release_major "$JAVA_HOME")
+if [[ $major -lt 25 ]]; then
+  echo "aot-cache: needs JDK 25 or newer (JAVA_HOME=$JAVA_HOME is $major); nothing made" >&2
   exit 1
 fi
 if [[ $(id -u) -ne 0 || ! -e /dev/fuse ]]; then

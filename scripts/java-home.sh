@@ -6,6 +6,11 @@ java_major() { # the major version of java binary $1, or 0
   v=$("$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p' | head -1)
   [[ "$v" =~ ^[0-9]+$ ]] && echo "$v" || echo 0
 }
+jdk_release_major() { # the major version of the JDK at $1 from its release file (no JVM started), or 0
+  local v
+  v=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$1/release" 2>/dev/null || true)
+  [[ "$v" =~ ^[0-9]+$ ]] && echo "$v" || echo 0
+}
 find_java_home() {
   if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/javac" && $(java_major "$JAVA_HOME/bin/java") -ge 21 ]]; then
     echo "$JAVA_HOME"; return 0

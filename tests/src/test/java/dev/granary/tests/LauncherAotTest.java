@@ -57,10 +57,11 @@ class LauncherAotTest {
 
     @Test
     void aTrainedCacheIsUsedUntilTheNextBuildAndADamagedOneChangesNothing(@TempDir Path tmp) throws Exception {
-        if (!launcherJdkAtLeast25()) {
+        boolean jdk25 = launcherJdkAtLeast25();
+        if (!jdk25) {
             System.out.println("SKIPPED: the launcher's JDK (scripts/java-home.sh) is older than 25: no AOT cache");
         }
-        Assumptions.assumeTrue(launcherJdkAtLeast25(), "SKIPPED: the launcher's JDK (scripts/java-home.sh) is older than 25: no AOT cache");
+        Assumptions.assumeTrue(jdk25, "SKIPPED: the launcher's JDK (scripts/java-home.sh) is older than 25: no AOT cache");
         String expected = versionLine();
 
         Path cache = tmp.resolve("granary.aot");
@@ -100,7 +101,7 @@ class LauncherAotTest {
     /** Whether the JDK the launcher picks (scripts/java-home.sh) is 25 or newer. */
     private static boolean launcherJdkAtLeast25() throws Exception {
         Path javaHome = LAUNCHER.getParent().resolve("scripts/java-home.sh");
-        Process p = new ProcessBuilder("bash", "-c", "source '" + javaHome + "' && sed -n 's/^JAVA_VERSION=\"\\([0-9]*\\).*/\\1/p' \"$JAVA_HOME/release\"")
+        Process p = new ProcessBuilder("bash", "-c", "source '" + javaHome + "' && jdk_release_major \"$JAVA_HOME\"")
                 .redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes()).trim();
         p.waitFor(60, TimeUnit.SECONDS);
