@@ -944,6 +944,9 @@ NOOP_ROWS = [
     ("noop_again", "FUSE ceiling: same, read again (Granary's options keep no page cache)", "MiB/s"),
     ("noop_cached", "FUSE ceiling: no-op fs with -o kernel_cache, read again (page cache)", "MiB/s"),
     ("noop_stat", "FUSE ceiling: no-op fs, stat of {meta} names (caches dropped, 3rd of 3 rounds)", "ops/s"),
+    ("noopd_cold", "FUSE ceiling, Granary's /dev/fuse binding (kernel protocol from Java, no libfuse): dd read cold", "MiB/s"),
+    ("noopd_again", "FUSE ceiling, /dev/fuse binding: read again (no page cache kept)", "MiB/s"),
+    ("noopd_stat", "FUSE ceiling, /dev/fuse binding: stat of {meta} names (as above)", "ops/s"),
     ("noop3_cold", "FUSE ceiling, libfuse3 low-level via Java FFM (bench/fuse3): dd read cold", "MiB/s"),
     ("noop3_again", "FUSE ceiling, libfuse3 via FFM: read again (no page cache kept)", "MiB/s"),
     ("noop3_stat", "FUSE ceiling, libfuse3 via FFM: stat of {meta} names (as above)", "ops/s"),
@@ -1066,14 +1069,16 @@ class Runner:
         log(f"  granary: client alone, peak RSS {fmt(figs.get('rss_client'))} MiB")
 
     def noop_ceiling(self):
-        """dd read of a no-op jnr-fuse filesystem (granary noopfs) mounted with Granary's options."""
+        """dd read and stat of a no-op filesystem (granary noopfs) mounted with Granary's options: on
+        jnr-fuse (Granary's mount today), with kernel_cache, and on Granary's /dev/fuse binding."""
         mnt = os.path.join(self.work, "noop-mnt")
         os.makedirs(mnt, exist_ok=True)
         state = self.state
         state.add_mount(mnt)
         f = os.path.join(mnt, "zeros")
         figs = self.figures["granary"]
-        for extra, rows in (([], ("noop_cold", "noop_again", "noop_stat")), (["--kernel-cache"], (None, "noop_cached"))):
+        for extra, rows in (([], ("noop_cold", "noop_again", "noop_stat")), (["--kernel-cache"], (None, "noop_cached")),
+                            (["--binding", "direct"], ("noopd_cold", "noopd_again", "noopd_stat"))):
             try:
                 d = Daemon(state, [GRANARY, "noopfs", mnt, "--size", f"{self.plan.noop_bytes // MIB}m", *extra],
                            os.path.join(self.work, "noopfs.log"))
@@ -1082,14 +1087,15 @@ class Runner:
                     drop_caches()
                     first = dd_read(f, self.plan.timeout)
                     second = dd_read(f, self.plan.timeout)
-                    if not extra:
-                        figs["noop_stat"] = noop_stat(os.path.join(mnt, "names"), self.plan.meta_count)
+                    stat = noop_stat(os.path.join(mnt, "names"), self.plan.meta_count) if len(rows) == 3 else None
                 finally:
                     d.stop(timeout=30)
                     unmount(mnt)
                 if rows[0]:
                     figs[rows[0]] = first
                 figs[rows[1]] = second
+                if len(rows) == 3:
+                    figs[rows[2]] = stat
             except Exception as e:
                 self.failures.append(f"no-op FUSE ceiling: {e}")
                 for r in rows:
@@ -1318,6 +1324,9 @@ def report(runner, plan, targets, info, counter, elapsed):
             "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`; its stat row "
             "stats as many names as the metadata phases (each an empty file, one thread, caches dropped before each "
             "of 3 rounds, the third reported): what the binding costs a lookup with no Granary work behind it.",
+            "- The /dev/fuse binding rows do the same on `granary noopfs --binding direct`: the same no-op file system "
+            "served by Granary's own binding (`client/fuse/kernel`: the FUSE kernel protocol read and written by Java threads "
+            "on /dev/fuse, mounted with mount(2), no libfuse), with Granary's kernel options and 1 MiB requests.",
             "- The libfuse3 ceiling rows do the same on `bench/fuse3/NoopFuse3.java`, a no-op file system on libfuse3's "
             "low-level (inode) API called through Java's FFM API (JDK 22+, run from source), with Granary's options where "
             "libfuse3 has them (max_read 1 MiB, 1 s attribute and entry timeouts, 32 serving threads, kernel readahead "

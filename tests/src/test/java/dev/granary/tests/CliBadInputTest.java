@@ -144,6 +144,31 @@ class CliBadInputTest {
         assertEquals(null, FuseMount.mountedFsType(mnt), "the stale mount was detached");
     }
 
+    /**
+     * {@code granary noopfs --binding}: an unknown binding is one clear line; the /dev/fuse binding
+     * serves its file of zeros and, on SIGTERM, unmounts.
+     */
+    @Test
+    void noopfsBindings() throws Exception {
+        MiniCluster.assumeFuseDevice();
+        Path mnt = Files.createDirectories(tmp.resolve("noop"));
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--binding", "libfuse9")) {
+            assertOneClearLine(new Outcome(g.waitFor(60), g.errorLines(), g.transcript()), "expected jnr or direct, got 'libfuse9'", mnt);
+        }
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--size", "3m", "--binding", "direct")) {
+            assertTrue(g.awaitLine("noopfs mounted at", 60), g.transcript());
+            assertEquals("fuse.granary-noop granary-noop", FuseMount.mountedFsType(mnt));
+            byte[] zeros = Files.readAllBytes(mnt.resolve("zeros"));
+            assertEquals(3 << 20, zeros.length);
+            assertEquals(0, java.util.stream.IntStream.range(0, zeros.length).filter(i -> zeros[i] != 0).count(), "all zeros");
+            assertTrue(Files.isRegularFile(mnt.resolve("names/any-name")));
+            g.signal("TERM");
+            int rc = g.waitFor(60);
+            assertTrue(rc == 0 || rc == 128 + 15, "exit status " + rc + " (0, or the JVM's for SIGTERM)\n" + g.transcript());
+            assertNull(FuseMount.mountedFsType(mnt), "unmounted at SIGTERM\n" + g.transcript());
+        }
+    }
+
     @Test
     void portAlreadyInUse() throws Exception {
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));

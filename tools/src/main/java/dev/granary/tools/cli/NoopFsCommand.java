@@ -2,10 +2,17 @@ package dev.granary.tools.cli;
 
 import dev.granary.client.fuse.FuseMount;
 import dev.granary.client.fuse.PooledFuseFS;
+import dev.granary.client.fuse.kernel.FuseDevice;
+import dev.granary.client.fuse.kernel.FuseKernel;
+import dev.granary.client.fuse.kernel.FuseReply;
+import dev.granary.client.fuse.kernel.FuseRequest;
+import dev.granary.client.fuse.kernel.FuseSession;
+import dev.granary.client.fuse.kernel.LowLevelFs;
 import dev.granary.client.vfs.ClientConfig;
 import dev.granary.tools.UserError;
 import dev.granary.tools.config.Sizes;
 import dev.granary.tools.prereq.Prerequisites;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -44,6 +51,10 @@ public final class NoopFsCommand implements Callable<Integer> {
     @Option(names = "--kernel-cache", description = "Add -o kernel_cache (keep the page cache across opens) to Granary's options.")
     boolean kernelCache;
 
+    @Option(names = "--binding", paramLabel = "BINDING", description = {"FUSE binding: jnr (jnr-fuse over libfuse2, Granary's mount today) "
+            + "or direct (the kernel protocol on /dev/fuse, no libfuse; needs root) (default: ${DEFAULT-VALUE})."})
+    String binding = "jnr";
+
     @Override
     public Integer call() throws Exception {
         long bytes;
@@ -53,6 +64,12 @@ public final class NoopFsCommand implements Callable<Integer> {
             throw new UserError("--size: " + e.getMessage());
         }
         Path mp = mount.toAbsolutePath().normalize();
+        if (!binding.equals("jnr") && !binding.equals("direct")) {
+            throw new UserError("--binding: expected jnr or direct, got '" + binding + "'");
+        }
+        if (binding.equals("direct")) {
+            return serveDirect(mp, bytes);
+        }
         Prerequisites.ensureFuse();
         FuseMount.checkMountPoint(mp);
         FuseMount.checkFuseAvailable();
@@ -78,6 +95,125 @@ public final class NoopFsCommand implements Callable<Integer> {
         System.out.flush();
         ConfigOption.awaitShutdown(fs::umount, fs.sessionEnded(), () -> System.out.println("noopfs: " + mp + " was unmounted; stopping"));
         return 0;
+    }
+
+    /**
+     * The same filesystem on Granary's /dev/fuse binding ({@link FuseSession}): kernel options as
+     * Granary's mount ({@code allow_other}, {@code default_permissions}, {@code max_read}), 1 MiB
+     * requests, {@link PooledFuseFS#DEFAULT_THREADS} threads, entries and attributes cached for
+     * the client's cache timeout, the same kernel readahead.
+     */
+    private Integer serveDirect(Path mp, long bytes) throws Exception {
+        if (kernelCache) {
+            throw new UserError("--kernel-cache: only with --binding jnr");
+        }
+        FuseMount.checkMountPoint(mp);
+        ClientConfig config = ClientConfig.defaults();
+        int maxRead = config.fuseMaxRead();
+        FuseDevice dev;
+        try {
+            dev = FuseDevice.mount(mp, "granary-noop", "granary-noop", List.of("allow_other", "default_permissions", "max_read=" + maxRead));
+        } catch (FuseMount.MountException e) {
+            throw new UserError(e.getMessage());
+        }
+        FuseSession session = new FuseSession(dev, new ZeroLowLevelFs(bytes, config.cacheTimeout().toNanos()), Math.min(maxRead, 1 << 20));
+        session.start(PooledFuseFS.DEFAULT_THREADS, "noopfs-fuse-");
+        Files.readAttributes(mp, java.nio.file.attribute.BasicFileAttributes.class); // waits for INIT
+        FuseMount.raiseKernelReadahead(mp, maxRead);
+        System.out.println("noopfs mounted at " + mp + " (/zeros, " + bytes + " bytes) on the /dev/fuse binding, protocol 7."
+                + session.minor() + "; Ctrl-C to unmount");
+        System.out.flush();
+        ConfigOption.awaitShutdown(dev::unmount, session.ended(), () -> System.out.println("noopfs: " + mp + " was unmounted; stopping"));
+        dev.close();
+        return 0;
+    }
+
+    /**
+     * The no-op filesystem on node ids: node 1 the root, 2 {@code /zeros}, 3 {@code /names}, and
+     * each name in {@code /names} a node of its own from 1,000 up, an empty file.
+     */
+    static final class ZeroLowLevelFs implements LowLevelFs {
+        private static final long ROOT = 1, ZEROS = 2, NAMES = 3, FIRST_NAME = 1_000;
+        /** Zeros the READ replies point at (never written). */
+        private static final java.nio.ByteBuffer ZERO_BYTES = java.nio.ByteBuffer.allocateDirect(1 << 20);
+        private static final long ZERO_ADDRESS = jnr.ffi.Pointer.wrap(jnr.ffi.Runtime.getSystemRuntime(), ZERO_BYTES).address();
+        private final long size;
+        private final long validNs;
+        private final java.util.concurrent.ConcurrentHashMap<String, Long> names = new java.util.concurrent.ConcurrentHashMap<>();
+        private final java.util.concurrent.atomic.AtomicLong nextName = new java.util.concurrent.atomic.AtomicLong(FIRST_NAME);
+
+        ZeroLowLevelFs(long size, long validNs) {
+            this.size = size;
+            this.validNs = validNs;
+        }
+
+        private void attr(FuseReply r, long node) {
+            boolean dir = node == ROOT || node == NAMES;
+            long sz = node == ZEROS ? size : 0;
+            r.attr(node, sz, (sz + 511) / 512, 0, 0, 0, dir ? FileStat.S_IFDIR | 0755 : FileStat.S_IFREG | 0444, dir ? 2 : 1, 0, 0, 0, 4096);
+        }
+
+        @Override
+        public int lookup(FuseRequest req, long parent, String name, FuseReply reply) {
+            long node;
+            if (parent == ROOT) {
+                node = name.equals("zeros") ? ZEROS : name.equals("names") ? NAMES : -1;
+            } else if (parent == NAMES) {
+                node = names.computeIfAbsent(name, k -> nextName.getAndIncrement());
+            } else {
+                node = -1;
+            }
+            if (node < 0) {
+                return -FuseKernel.ENOENT;
+            }
+            reply.entry(node, 0, validNs, validNs);
+            attr(reply, node);
+            return 0;
+        }
+
+        @Override
+        public int getattr(FuseRequest req, long nodeid, long fh, FuseReply reply) {
+            reply.attrOut(validNs);
+            attr(reply, nodeid);
+            return 0;
+        }
+
+        @Override
+        public int open(FuseRequest req, long nodeid, int flags, FuseReply reply) {
+            reply.open(nodeid, 0);
+            return 0;
+        }
+
+        @Override
+        public int read(FuseRequest req, long nodeid, long fh, long offset, int len, FuseReply reply) {
+            long sz = nodeid == ZEROS ? size : 0;
+            long n = Math.max(0, Math.min(Math.min(len, sz - offset), ZERO_BYTES.capacity()));
+            if (n > 0) {
+                reply.appendNative(ZERO_ADDRESS, n);
+            }
+            return 0;
+        }
+
+        @Override
+        public int opendir(FuseRequest req, long nodeid, int flags, FuseReply reply) {
+            reply.open(nodeid, 0);
+            return 0;
+        }
+
+        @Override
+        public int readdir(FuseRequest req, long nodeid, long fh, long offset, int len, FuseReply reply) {
+            if (nodeid != ROOT) {
+                return 0; // /names lists nothing: its names exist only when looked up
+            }
+            String[] entries = {".", "..", "zeros", "names"};
+            long[] nodes = {ROOT, ROOT, ZEROS, NAMES};
+            for (int i = (int) offset; i < entries.length; i++) {
+                if (!reply.dirent(nodes[i], i + 1, nodes[i] == ZEROS ? FuseKernel.DT_REG : FuseKernel.DT_DIR, entries[i], len)) {
+                    break;
+                }
+            }
+            return 0;
+        }
     }
 
     /**

@@ -1,0 +1,172 @@
+package dev.granary.client.fuse.kernel;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import jnr.ffi.Pointer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Serves a {@link LowLevelFs} on a mounted {@link FuseDevice}: a fixed pool of Java threads, each
+ * reading a request, calling the filesystem and writing the reply, with no libfuse between the
+ * kernel and Java and no callbacks into the JVM (the measured motive: stat of uncached names and
+ * reads cost less than through libfuse2's high-level API and jnr-fuse's upcalls, see
+ * docs/ARCHITECTURE.md). INIT is answered here: protocol 7.{@value FuseKernel#MINOR} at most,
+ * {@code max_write} and, with MAX_PAGES, requests of up to {@code maxRequest} bytes, and the
+ * flags {@link LowLevelFs#initFlags} asks for. Ends when the filesystem is unmounted (the device
+ * reads ENODEV).
+ */
+public final class FuseSession {
+    private static final Logger LOG = LoggerFactory.getLogger(FuseSession.class);
+
+    private final FuseDevice device;
+    private final LowLevelFs fs;
+    private final int maxRequest;
+    private final List<Thread> threads = new ArrayList<>();
+    private final AtomicInteger running = new AtomicInteger();
+    private final CompletableFuture<Void> ended = new CompletableFuture<>();
+    private volatile int minor;
+
+    /**
+     * @param maxRequest the largest READ and WRITE payload the kernel may send, bytes (a multiple
+     *                   of 4 KiB, at most 1 MiB: the kernel's FUSE_MAX_MAX_PAGES of 256 pages)
+     */
+    public FuseSession(FuseDevice device, LowLevelFs fs, int maxRequest) {
+        if (maxRequest < 4096 || maxRequest > (1 << 20) || maxRequest % 4096 != 0) {
+            throw new IllegalArgumentException("maxRequest must be a multiple of 4 KiB in [4 KiB, 1 MiB], got " + maxRequest);
+        }
+        this.device = device;
+        this.fs = fs;
+        this.maxRequest = maxRequest;
+    }
+
+    /** Starts {@code count} threads serving requests. */
+    public synchronized void start(int count, String namePrefix) {
+        for (int i = 0; i < count; i++) {
+            Thread t = new Thread(this::serve, namePrefix + i);
+            t.setDaemon(true);
+            running.incrementAndGet();
+            threads.add(t);
+            t.start();
+        }
+    }
+
+    /** Completes once every serving thread has stopped (the filesystem was unmounted). */
+    public CompletableFuture<Void> ended() {
+        return ended;
+    }
+
+    /** The protocol minor version agreed at INIT (0 before it). */
+    public int minor() {
+        return minor;
+    }
+
+    private void serve() {
+        FuseRequest req = new FuseRequest(maxRequest + 64 * 1024); // a WRITE's payload and its header
+        FuseReply reply = new FuseReply(64 * 1024);
+        Pointer in = FuseDevice.pointer(req.in);
+        try {
+            while (true) {
+                long n = device.read(in, req.in.capacity());
+                if (n < 0) {
+                    int e = (int) -n;
+                    if (e == FuseKernel.ENOENT || e == FuseKernel.EINTR || e == FuseKernel.EAGAIN) {
+                        continue;
+                    }
+                    if (e != FuseKernel.ENODEV) {
+                        LOG.warn("reading /dev/fuse failed (errno {}): this thread stops serving", e);
+                    }
+                    return;
+                }
+                handle(req, reply);
+            }
+        } finally {
+            if (running.decrementAndGet() == 0) {
+                ended.complete(null);
+            }
+        }
+    }
+
+    private void handle(FuseRequest req, FuseReply reply) {
+        int opcode = req.opcode();
+        long node = req.nodeid();
+        reply.reset();
+        int r;
+        try {
+            r = switch (opcode) {
+                case FuseKernel.INIT -> init(req, reply);
+                case FuseKernel.LOOKUP -> fs.lookup(req, node, req.name(0), reply);
+                case FuseKernel.FORGET -> {
+                    fs.forget(node, req.argLong(FuseKernel.FORGET_IN_NLOOKUP));
+                    yield 0;
+                }
+                case FuseKernel.BATCH_FORGET -> {
+                    int count = req.argInt(FuseKernel.BATCH_FORGET_IN_COUNT);
+                    for (int i = 0; i < count; i++) {
+                        int at = FuseKernel.BATCH_FORGET_FIRST + FuseKernel.FORGET_ONE_BYTES * i;
+                        fs.forget(req.argLong(at), req.argLong(at + 8));
+                    }
+                    yield 0;
+                }
+                case FuseKernel.GETATTR -> fs.getattr(req, node,
+                        (req.argInt(FuseKernel.GETATTR_IN_FLAGS) & FuseKernel.FUSE_GETATTR_FH) != 0 ? req.argLong(FuseKernel.GETATTR_IN_FH) : -1, reply);
+                case FuseKernel.OPEN -> fs.open(req, node, req.argInt(FuseKernel.OPEN_IN_FLAGS), reply);
+                case FuseKernel.READ -> fs.read(req, node, req.argLong(FuseKernel.READ_IN_FH), req.argLong(FuseKernel.READ_IN_OFFSET),
+                        req.argInt(FuseKernel.READ_IN_SIZE), reply);
+                case FuseKernel.FLUSH -> fs.flush(req, node, req.argLong(0), reply);
+                case FuseKernel.RELEASE -> fs.release(req, node, req.argLong(FuseKernel.RELEASE_IN_FH), reply);
+                case FuseKernel.OPENDIR -> fs.opendir(req, node, req.argInt(FuseKernel.OPEN_IN_FLAGS), reply);
+                case FuseKernel.READDIR -> fs.readdir(req, node, req.argLong(FuseKernel.READ_IN_FH), req.argLong(FuseKernel.READ_IN_OFFSET),
+                        req.argInt(FuseKernel.READ_IN_SIZE), reply);
+                case FuseKernel.RELEASEDIR -> fs.releasedir(req, node, req.argLong(FuseKernel.RELEASE_IN_FH), reply);
+                case FuseKernel.STATFS -> fs.statfs(req, node, reply);
+                case FuseKernel.INTERRUPT -> 0; // the op runs to its end; the kernel takes its reply or drops it (ENOENT)
+                case FuseKernel.DESTROY -> 0;
+                default -> -FuseKernel.ENOSYS;
+            };
+        } catch (RuntimeException | Error e) {
+            LOG.warn("FUSE request {} on node {} failed: {}", opcode, node, e.toString(), e);
+            r = -FuseKernel.EIO;
+        }
+        if (FuseKernel.noReply(opcode)) {
+            return;
+        }
+        int parts = reply.seal(req.unique(), r > 0 ? -FuseKernel.EIO : r);
+        long w = device.writev(reply.iovPointer, parts);
+        if (w < 0 && w != -FuseKernel.ENOENT) { // ENOENT: interrupted, the kernel no longer waits for it
+            // a reply the kernel refused (EINVAL: malformed) leaves the caller waiting for ever:
+            // answer EIO instead, which always has the right shape
+            LOG.warn("the kernel refused the reply to request {} (opcode {}): errno {}; answering EIO", req.unique(), opcode, -w);
+            device.writev(reply.iovPointer, reply.seal(req.unique(), -FuseKernel.EIO));
+        }
+    }
+
+    /** INIT: agrees on the protocol version, request sizes and flags; EPROTO for another major version. */
+    private int init(FuseRequest req, FuseReply reply) {
+        int major = req.argInt(FuseKernel.INIT_IN_MAJOR);
+        int kernelMinor = req.argInt(FuseKernel.INIT_IN_MINOR);
+        int kernelFlags = req.argInt(FuseKernel.INIT_IN_FLAGS);
+        if (major != FuseKernel.MAJOR) {
+            LOG.error("the kernel speaks FUSE protocol {}.{}; this binding speaks {}", major, kernelMinor, FuseKernel.MAJOR);
+            return -FuseKernel.EPROTO;
+        }
+        int agreed = Math.min(kernelMinor, FuseKernel.MINOR);
+        minor = agreed;
+        int flags = fs.initFlags(kernelFlags) & kernelFlags;
+        reply.putInt(FuseKernel.MAJOR).putInt(agreed)
+                .putInt(Math.min(req.argInt(FuseKernel.INIT_IN_MAX_READAHEAD), maxRequest))
+                .putInt(flags);
+        reply.out.putShort((short) 64).putShort((short) 48); // max_background, congestion_threshold
+        reply.putInt(maxRequest); // max_write
+        reply.putInt(1); // time_gran: ns
+        reply.out.putShort((short) (maxRequest / 4096)).putShort((short) 0); // max_pages, map_alignment
+        for (int i = 0; i < 8; i++) {
+            reply.putInt(0); // flags2, unused
+        }
+        LOG.debug("FUSE INIT: kernel 7.{} flags {}, agreed 7.{} flags {}", kernelMinor, Integer.toHexString(kernelFlags),
+                agreed, Integer.toHexString(flags));
+        return 0;
+    }
+}
