@@ -88,10 +88,18 @@ public final class FuseMount implements AutoCloseable {
         }
         List<String> opts = options(config, isRoot(), userAllowOther());
         FuseMount m = new FuseMount(fs, mp);
-        try {
-            fs.mount(mp, false, false, opts.toArray(new String[0]));
-        } catch (Throwable t) {
-            throw new MountException("mount of " + mp + " failed: " + t.getMessage(), t);
+        if (directBinding()) {
+            DIRECT_MOUNTS.incrementAndGet();
+            List<String> kernel = kernelOptions(opts);
+            long validNs = config.cacheTimeout().toNanos();
+            fs.mountDirect(mp, "granary", "granary", kernel, Math.min(config.fuseMaxRead(), 1 << 20), validNs, validNs);
+            opts = List.of("binding=direct", String.join(",", kernel));
+        } else {
+            try {
+                fs.mount(mp, false, false, opts.toArray(new String[0]));
+            } catch (Throwable t) {
+                throw new MountException("mount of " + mp + " failed: " + t.getMessage(), t);
+            }
         }
         long deadline = System.currentTimeMillis() + LIVE_TIMEOUT_MS;
         while (!isMounted(mp)) {
@@ -179,6 +187,37 @@ public final class FuseMount implements AutoCloseable {
             LOG.warn("allow_other needs root or user_allow_other in /etc/fuse.conf: only this uid can use the mount");
         }
         return o;
+    }
+
+    private static final java.util.concurrent.atomic.AtomicLong DIRECT_MOUNTS = new java.util.concurrent.atomic.AtomicLong();
+
+    /** How many mounts this JVM has made on the /dev/fuse binding (tests, diagnostics). */
+    public static long directMounts() {
+        return DIRECT_MOUNTS.get();
+    }
+
+    /**
+     * Whether mounts use Granary's /dev/fuse binding ({@code client/fuse/kernel}, no libfuse; root
+     * only) rather than jnr-fuse over libfuse2: system property {@code granary.fuse.binding=direct}
+     * (e.g. in {@code GRANARY_JAVA_OPTS}). Experimental.
+     */
+    public static boolean directBinding() {
+        return "direct".equals(System.getProperty("granary.fuse.binding"));
+    }
+
+    /**
+     * Of libfuse2 command-line options ({@link #options}), those the kernel's fuse filesystem
+     * takes itself at mount(2): allow_other, default_permissions, max_read. The rest (timeouts,
+     * use_ino, names) are the path layer's, which the /dev/fuse binding applies in Java.
+     */
+    static List<String> kernelOptions(List<String> opts) {
+        List<String> k = new ArrayList<>();
+        for (String o : opts) {
+            if (o.equals("allow_other") || o.equals("default_permissions") || o.startsWith("max_read=")) {
+                k.add(o);
+            }
+        }
+        return k;
     }
 
     /** Checks that {@code mp} exists, is a directory and is empty: MountException otherwise. */

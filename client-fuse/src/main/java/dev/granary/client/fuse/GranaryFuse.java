@@ -128,6 +128,10 @@ public class GranaryFuse extends PooledFuseFS {
 
     /** The caller of the current FUSE request. */
     protected Caller caller() {
+        long[] cred = requestCredentials(); // the request's header: what libfuse's context holds too
+        if (cred != null) {
+            return callers.resolve(cred[0], cred[1], cred[2]);
+        }
         var ctx = getContext();
         return callers.resolve(ctx.uid.get(), ctx.gid.get(), ctx.pid.get());
     }

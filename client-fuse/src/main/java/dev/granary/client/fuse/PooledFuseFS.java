@@ -289,6 +289,16 @@ public abstract class PooledFuseFS extends FuseStubFS {
         return req == null ? -1 : req.getInt(IN_HEADER_OPCODE);
     }
 
+    /**
+     * The uid, gid and pid of the caller of the request the current thread serves, from the
+     * kernel's request header ({@code struct fuse_in_header}, as libfuse's context has them); null
+     * off a pool thread.
+     */
+    protected static long[] requestCredentials() {
+        Pointer req = REQUEST.get();
+        return req == null ? null : new long[] {req.getInt(24) & 0xffffffffL, req.getInt(28) & 0xffffffffL, req.getInt(32) & 0xffffffffL};
+    }
+
     /** Whether the current callback serves a FUSE_GETATTR request from the kernel (not a call libfuse makes itself within another request). */
     protected static boolean servingGetattr() {
         return servingOpcode() == FUSE_GETATTR;
@@ -332,9 +342,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
      */
     protected final boolean invalidateKernelAttributesOfRequestFile() {
         Pointer req = REQUEST.get();
-        LibFuseSession lib = session;
-        Pointer ch = channel;
-        if (req == null || lib == null || ch == null) {
+        if (req == null || !canNotify()) {
             return false;
         }
         long nodeid;
@@ -346,7 +354,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 return false;
             }
         }
-        int r = lib.fuse_lowlevel_notify_inval_inode(ch, nodeid, -1, 0);
+        int r = notifyInvalInode(nodeid, -1, 0);
         if (r != 0 && invalFailureLogged.compareAndSet(false, true)) {
             LOG.warn("the kernel refused to invalidate cached attributes (errno {}): opens and stats may see attributes cached up to attr_timeout ago", -r);
         }
@@ -455,14 +463,106 @@ public abstract class PooledFuseFS extends FuseStubFS {
         if (pageGeneration(node) != generation) {
             // a request that may change the pages arrived meanwhile (a write, a truncate, an open
             // dropping them): the stored bytes may be older than it, so they go again
-            LibFuseSession lib = session;
-            Pointer ch = channel;
-            if (lib != null && ch != null) {
-                lib.fuse_lowlevel_notify_inval_inode(ch, node, offset, len);
+            if (canNotify()) {
+                notifyInvalInode(node, offset, len);
             }
             return 1;
         }
         return 0;
+    }
+
+    /** Whether kernel notifications can be sent: a libfuse2 channel, or the /dev/fuse binding's device. */
+    private boolean canNotify() {
+        return device != null || (session != null && channel != null);
+    }
+
+    /** FUSE_NOTIFY_INVAL_INODE for kernel node {@code node} through the binding in use; 0 or -errno. */
+    private int notifyInvalInode(long node, long offset, long len) {
+        dev.granary.client.fuse.kernel.FuseDevice d = device;
+        if (d != null) {
+            return d.notifyInvalInode(node, offset, len);
+        }
+        LibFuseSession lib = session;
+        Pointer ch = channel;
+        return lib == null || ch == null ? -38 : lib.fuse_lowlevel_notify_inval_inode(ch, node, offset, len);
+    }
+
+    /** The /dev/fuse binding's device while mounted with {@link #mountDirect}; null on libfuse2. */
+    private volatile dev.granary.client.fuse.kernel.FuseDevice device;
+
+    /**
+     * Mounts at {@code mountPoint} on Granary's /dev/fuse binding ({@code client/fuse/kernel}: the
+     * kernel protocol from Java, no libfuse; root only) instead of libfuse2, and serves requests
+     * on this pool's number of threads: the same callbacks, through
+     * {@link dev.granary.client.fuse.kernel.PathFsAdapter} (libfuse2's path API in Java), and the
+     * same work on raw requests and replies as on libfuse2's channel (node versions, attribute
+     * lifetimes, ESTALE, page generations, notifications). Returns once mounted.
+     *
+     * @param kernelOptions the fuse filesystem's mount options (allow_other, default_permissions, max_read=N)
+     * @param maxRequest    the largest READ/WRITE request, bytes (4 KiB multiple, at most 1 MiB)
+     * @param entryValidNs  entry_timeout, ns
+     * @param attrValidNs   attr_timeout, ns
+     * @throws FuseMount.MountException when /dev/fuse cannot be opened or mount(2) fails
+     */
+    public void mountDirect(Path mountPoint, String fsname, String subtype, List<String> kernelOptions, int maxRequest,
+                            long entryValidNs, long attrValidNs) {
+        if (!mounted.compareAndSet(false, true)) {
+            throw new FuseException("Fuse fs already mounted!");
+        }
+        this.mountPoint = mountPoint;
+        dev.granary.client.fuse.kernel.FuseDevice d;
+        try {
+            d = dev.granary.client.fuse.kernel.FuseDevice.mount(mountPoint, fsname, subtype, kernelOptions);
+        } catch (RuntimeException e) {
+            mounted.set(false);
+            throw e;
+        }
+        NodeVersions v = new NodeVersions();
+        replyLibc = LibraryLoader.create(LibC.class).failImmediately().load("c");
+        replyFd = d.fd();
+        versions = v;
+        device = d;
+        int want = dev.granary.client.fuse.kernel.FuseKernel.ASYNC_READ | dev.granary.client.fuse.kernel.FuseKernel.BIG_WRITES
+                | dev.granary.client.fuse.kernel.FuseKernel.MAX_PAGES | dev.granary.client.fuse.kernel.FuseKernel.POSIX_LOCKS
+                | dev.granary.client.fuse.kernel.FuseKernel.FLOCK_LOCKS // as libfuse2 asks: no ATOMIC_O_TRUNC (O_TRUNC comes as a SETATTR)
+                | (Boolean.getBoolean("granary.fuse.serialDirops") ? 0 : dev.granary.client.fuse.kernel.FuseKernel.PARALLEL_DIROPS);
+        dev.granary.client.fuse.kernel.PathFsAdapter adapter = new dev.granary.client.fuse.kernel.PathFsAdapter(this, entryValidNs,
+                attrValidNs, want, dev.granary.client.fuse.kernel.FuseKernel.DIRECT_IO_ALLOW_MMAP2);
+        directAdapter = adapter;
+        dev.granary.client.fuse.kernel.FuseSession s = new dev.granary.client.fuse.kernel.FuseSession(d, adapter, maxRequest);
+        s.intercept(new dev.granary.client.fuse.kernel.FuseSession.Interceptor() {
+            @Override
+            public boolean beforeServe(dev.granary.client.fuse.kernel.FuseRequest req) {
+                REQUEST.set(req.pointer());
+                return toLibfuseNodes(req.pointer());
+            }
+
+            @Override
+            public void beforeReply(dev.granary.client.fuse.kernel.FuseRequest req, Pointer iov, int count) {
+                interceptReply(req.pointer(), iov, count, v, PooledFuseFS.this);
+            }
+        });
+        s.ended().whenComplete((x, t) -> {
+            device = null;
+            d.close();
+            mounted.set(false);
+            sessionEnded.complete(null);
+        });
+        s.start(threads, "fuse-");
+        if (SecurityUtils.canHandleShutdownHooks()) {
+            java.lang.Runtime.getRuntime().addShutdownHook(new Thread(this::umount));
+        }
+    }
+
+    /** Unmounts: the /dev/fuse binding's lazy unmount, or jnr-fuse's (fusermount). */
+    @Override
+    public void umount() {
+        dev.granary.client.fuse.kernel.FuseDevice d = device;
+        if (d != null) {
+            d.unmount();
+            return;
+        }
+        super.umount();
     }
 
     /** The kernel's node id of the file of the request the current thread serves; -1 when not a pool thread. */
@@ -482,14 +582,12 @@ public abstract class PooledFuseFS extends FuseStubFS {
      */
     protected final int invalidateKernelAttributesOfInode(long ino) {
         NodeVersions v = versions;
-        LibFuseSession lib = session;
-        Pointer ch = channel;
-        if (v == null || lib == null || ch == null) {
+        if (v == null || !canNotify()) {
             return 0;
         }
         int done = 0;
         for (long nodeid : v.nodesShowing(ino)) {
-            int r = lib.fuse_lowlevel_notify_inval_inode(ch, nodeid, -1, 0);
+            int r = notifyInvalInode(nodeid, -1, 0);
             if (r == 0) {
                 done++;
             } else if (r != -ENOENT && invalFailureLogged.compareAndSet(false, true)) {
@@ -577,18 +675,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
         }
         Pointer req = REQUEST.get();
         if (req != null) {
-            staleNotGone(req, iov.getPointer(0));
-            if (changesPages(req.getInt(IN_HEADER_OPCODE))) {
-                // a READ served while this request was (its generation taken after the bump at
-                // arrival) may have planned with the state from before it, such as the old map
-                // or size: its store must fail too, before the kernel acts on this reply (an
-                // OPEN's page drop, a SETATTR's truncation)
-                owner.bumpPageGeneration(KERNEL_NODE.get()[0]);
-            }
+            interceptReply(req, iov, (int) count, versions, owner);
         }
         if (req != null && count >= 2) {
-            limitAttributeCaching(req, iov);
-            showFileVersions(versions, req, iov);
             if (req.getInt(IN_HEADER_OPCODE) == FUSE_INIT && count == 2) {
                 Pointer longer = extendInitReply(rt, req, iov, pages, !Boolean.getBoolean("granary.fuse.serialDirops"));
                 if (longer != null) {
@@ -605,6 +694,26 @@ public abstract class PooledFuseFS extends FuseStubFS {
             return -err;
         }
         return 0;
+    }
+
+    /**
+     * What every reply to the kernel request {@code req} goes through before it is written, on
+     * either binding: {@link #staleNotGone}, the page generation's second move for requests that
+     * change pages, {@link #limitAttributeCaching} and {@link #showFileVersions}.
+     */
+    private static void interceptReply(Pointer req, Pointer iov, int count, NodeVersions versions, PooledFuseFS owner) {
+        staleNotGone(req, iov.getPointer(0));
+        if (changesPages(req.getInt(IN_HEADER_OPCODE))) {
+            // a READ served while this request was (its generation taken after the bump at
+            // arrival) may have planned with the state from before it, such as the old map
+            // or size: its store must fail too, before the kernel acts on this reply (an
+            // OPEN's page drop, a SETATTR's truncation)
+            owner.bumpPageGeneration(KERNEL_NODE.get()[0]);
+        }
+        if (count >= 2) {
+            limitAttributeCaching(req, iov);
+            showFileVersions(versions, req, iov);
+        }
     }
 
     /**
@@ -697,8 +806,12 @@ public abstract class PooledFuseFS extends FuseStubFS {
      * (FOPEN_DIRECT_IO) may then be mapped shared; without it such a mapping fails with ENODEV.
      */
     protected final boolean directIoMapsShared() {
-        return directIoMmap;
+        dev.granary.client.fuse.kernel.PathFsAdapter a = directAdapter;
+        return directIoMmap || (a != null && (a.agreedFlags2() & dev.granary.client.fuse.kernel.FuseKernel.DIRECT_IO_ALLOW_MMAP2) != 0);
     }
+
+    /** The path layer of the /dev/fuse binding while mounted with {@link #mountDirect}. */
+    private volatile dev.granary.client.fuse.kernel.PathFsAdapter directAdapter;
 
     /**
      * For libfuse2's reply to the kernel's INIT, a reply that also asks for requests of up to

@@ -52,7 +52,8 @@ public final class NoopFsCommand implements Callable<Integer> {
     boolean kernelCache;
 
     @Option(names = "--binding", paramLabel = "BINDING", description = {"FUSE binding: jnr (jnr-fuse over libfuse2, Granary's mount today) "
-            + "or direct (the kernel protocol on /dev/fuse, no libfuse; needs root) (default: ${DEFAULT-VALUE})."})
+            + "direct (the kernel protocol on /dev/fuse, no libfuse; needs root), or direct-path (the same through the path "
+            + "layer Granary's mount uses on it) (default: ${DEFAULT-VALUE})."})
     String binding = "jnr";
 
     @Override
@@ -64,10 +65,10 @@ public final class NoopFsCommand implements Callable<Integer> {
             throw new UserError("--size: " + e.getMessage());
         }
         Path mp = mount.toAbsolutePath().normalize();
-        if (!binding.equals("jnr") && !binding.equals("direct")) {
-            throw new UserError("--binding: expected jnr or direct, got '" + binding + "'");
+        if (!binding.equals("jnr") && !binding.equals("direct") && !binding.equals("direct-path")) {
+            throw new UserError("--binding: expected jnr, direct or direct-path, got '" + binding + "'");
         }
-        if (binding.equals("direct")) {
+        if (binding.startsWith("direct")) {
             return serveDirect(mp, bytes);
         }
         Prerequisites.ensureFuse();
@@ -116,7 +117,10 @@ public final class NoopFsCommand implements Callable<Integer> {
         } catch (FuseMount.MountException e) {
             throw new UserError(e.getMessage());
         }
-        FuseSession session = new FuseSession(dev, new ZeroLowLevelFs(bytes, config.cacheTimeout().toNanos()), Math.min(maxRead, 1 << 20));
+        long valid = config.cacheTimeout().toNanos();
+        LowLevelFs fs = binding.equals("direct-path") ? new dev.granary.client.fuse.kernel.PathFsAdapter(new ZeroFs(bytes), valid, valid)
+                : new ZeroLowLevelFs(bytes, valid);
+        FuseSession session = new FuseSession(dev, fs, Math.min(maxRead, 1 << 20));
         session.start(PooledFuseFS.DEFAULT_THREADS, "noopfs-fuse-");
         Files.readAttributes(mp, java.nio.file.attribute.BasicFileAttributes.class); // waits for INIT
         FuseMount.raiseKernelReadahead(mp, maxRead);

@@ -123,6 +123,34 @@ public final class FuseDevice implements AutoCloseable {
         return new FuseDevice(fd, mountPoint);
     }
 
+    /** The /dev/fuse file descriptor (for code that writes raw replies or notifications). */
+    public int fd() {
+        return fd;
+    }
+
+    /** FUSE_NOTIFY_INVAL_INODE's code and {@code struct fuse_notify_inval_inode_out} (ino, off, len) (linux/fuse.h). */
+    private static final int NOTIFY_INVAL_INODE = 2, INVAL_INODE_OUT_BYTES = 24;
+    private static final ThreadLocal<ByteBuffer> NOTIFY = ThreadLocal.withInitial(
+            () -> ByteBuffer.allocateDirect(64).order(java.nio.ByteOrder.LITTLE_ENDIAN));
+
+    /**
+     * Makes the kernel drop what it cached of node {@code node}: its attributes, and its pages
+     * from {@code offset} for {@code length} bytes (0: to the end) when {@code offset} is not
+     * negative (FUSE_NOTIFY_INVAL_INODE, linux/fuse.h).
+     *
+     * @return 0, or -errno (ENOENT: the kernel holds no such node)
+     */
+    public int notifyInvalInode(long node, long offset, long length) {
+        ByteBuffer b = NOTIFY.get();
+        int total = FuseKernel.OUT_HEADER_BYTES + INVAL_INODE_OUT_BYTES;
+        b.putInt(0, total).putInt(4, NOTIFY_INVAL_INODE).putLong(8, 0)
+                .putLong(16, node).putLong(24, offset).putLong(32, length);
+        long address = pointer(b).address();
+        b.putLong(40, address).putLong(48, total); // one iovec after the message
+        long n = writev(pointer(b).slice(40, 16), 1);
+        return n < 0 ? (int) n : 0;
+    }
+
     /** Where this connection is mounted. */
     public Path mountPoint() {
         return mountPoint;

@@ -65,10 +65,14 @@ public final class FuseKernel {
     /** INIT flags ({@code fuse_init_in.flags}, {@code fuse_init_out.flags}). */
     public static final int ASYNC_READ = 1, POSIX_LOCKS = 1 << 1, ATOMIC_O_TRUNC = 1 << 3, BIG_WRITES = 1 << 5,
             DONT_MASK = 1 << 6, FLOCK_LOCKS = 1 << 10, AUTO_INVAL_DATA = 1 << 12, DO_READDIRPLUS = 1 << 13,
-            PARALLEL_DIROPS = 1 << 18, MAX_PAGES = 1 << 22;
+            PARALLEL_DIROPS = 1 << 18, MAX_PAGES = 1 << 22, INIT_EXT = 1 << 30;
+    /** {@code fuse_init_in.flags2} (after flags, with INIT_EXT) and {@code fuse_init_out.flags2}'s offset. */
+    public static final int INIT_IN_FLAGS2 = 16, INIT_OUT_FLAGS2 = 32;
+    /** flags2: shared mappings of FOPEN_DIRECT_IO files (bit 36 of the 64 flags; Linux 6.6+). */
+    public static final int DIRECT_IO_ALLOW_MMAP2 = 1 << 4;
 
     /** Linux errno values (asm-generic/errno-base.h, errno.h) this binding uses. */
-    public static final int EPERM = 1, ENOENT = 2, EINTR = 4, EIO = 5, EBADF = 9, EAGAIN = 11, ENOMEM = 12,
+    public static final int EPERM = 1, ENOENT = 2, EINTR = 4, EIO = 5, EBADF = 9, EAGAIN = 11, ENOMEM = 12, EBUSY = 16,
             EACCES = 13, ENODEV = 19, ENOTDIR = 20, EISDIR = 21, EINVAL = 22, ENOSYS = 38, EPROTO = 71;
 
     /** {@code d_type} values of a dirent (dirent.h). */

@@ -23,7 +23,7 @@ public final class FuseReply {
 
     FuseReply(int capacity) {
         out = ByteBuffer.allocateDirect(capacity).order(ByteOrder.LITTLE_ENDIAN);
-        iov = ByteBuffer.allocateDirect(16 * (MAX_PARTS + 1)).order(ByteOrder.LITTLE_ENDIAN);
+        iov = ByteBuffer.allocateDirect(16 * (MAX_PARTS + 2)).order(ByteOrder.LITTLE_ENDIAN);
         iovPointer = FuseDevice.pointer(iov);
         outAddress = FuseDevice.pointer(out).address();
     }
@@ -81,7 +81,7 @@ public final class FuseReply {
         if (parts == MAX_PARTS) {
             throw new IllegalStateException("more than " + MAX_PARTS + " native parts in one reply");
         }
-        int at = 16 * (1 + parts);
+        int at = 16 * (2 + parts);
         iov.putLong(at, address).putLong(at + 8, len);
         parts++;
         nativeBytes += len;
@@ -154,13 +154,16 @@ public final class FuseReply {
 
     /**
      * Fills the header for {@code unique} with {@code error} (0, or a negative errno: then no
-     * payload is sent) and the iovecs; returns how many iovecs to write.
+     * payload is sent) and the iovecs: the header, the reply's own payload (possibly empty), then
+     * the native parts; returns how many iovecs to write.
      */
     int seal(long unique, int error) {
-        int ownBytes = error != 0 ? FuseKernel.OUT_HEADER_BYTES : out.position();
-        long total = ownBytes + (error != 0 ? 0 : nativeBytes);
+        int own = error != 0 ? 0 : out.position() - FuseKernel.OUT_HEADER_BYTES;
+        long total = FuseKernel.OUT_HEADER_BYTES + own + (error != 0 ? 0 : nativeBytes);
         out.putInt(FuseKernel.OUT_LEN, (int) total).putInt(FuseKernel.OUT_ERROR, error).putLong(FuseKernel.OUT_UNIQUE, unique);
-        iov.putLong(0, outAddress).putLong(8, ownBytes);
-        return error != 0 ? 1 : 1 + parts;
+        // libfuse's shape: the header, then the argument (this reply's own payload), then more parts
+        iov.putLong(0, outAddress).putLong(8, FuseKernel.OUT_HEADER_BYTES);
+        iov.putLong(16, outAddress + FuseKernel.OUT_HEADER_BYTES).putLong(24, own);
+        return error != 0 ? 1 : 2 + parts;
     }
 }

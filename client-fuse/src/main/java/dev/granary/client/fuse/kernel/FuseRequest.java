@@ -14,6 +14,40 @@ public final class FuseRequest {
 
     FuseRequest(int capacity) {
         in = ByteBuffer.allocateDirect(capacity).order(ByteOrder.LITTLE_ENDIAN);
+        pointer = FuseDevice.pointer(in);
+    }
+
+    /** The request's bytes as native memory (for code that reads the raw request). */
+    public jnr.ffi.Pointer pointer() {
+        return pointer;
+    }
+
+    final jnr.ffi.Pointer pointer;
+
+    /** The request's length, bytes (header included). */
+    public int length() {
+        return in.getInt(FuseKernel.IN_LEN);
+    }
+
+    /**
+     * The offset (after the in header) just past the NUL that ends the name starting at
+     * {@code offset}: where a second name (SYMLINK's target, RENAME's new name) or the value
+     * (SETXATTR) starts.
+     */
+    public int afterName(int offset) {
+        int at = FuseKernel.IN_HEADER_BYTES + offset;
+        int limit = length();
+        while (at < limit && in.get(at) != 0) {
+            at++;
+        }
+        return at + 1 - FuseKernel.IN_HEADER_BYTES;
+    }
+
+    /** {@code n} bytes from {@code offset} after the in header, copied. */
+    public byte[] argBytes(int offset, int n) {
+        byte[] b = new byte[n];
+        in.get(FuseKernel.IN_HEADER_BYTES + offset, b);
+        return b;
     }
 
     /** The opcode ({@link FuseKernel#LOOKUP} ...). */

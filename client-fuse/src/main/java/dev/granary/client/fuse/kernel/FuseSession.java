@@ -21,8 +21,37 @@ import org.slf4j.LoggerFactory;
 public final class FuseSession {
     private static final Logger LOG = LoggerFactory.getLogger(FuseSession.class);
 
+    /**
+     * Sees each request before it is served and each reply before it is written (the raw
+     * protocol bytes), as {@code PooledFuseFS} does on libfuse2's channel.
+     */
+    public interface Interceptor {
+        /**
+         * Called first on the serving thread; false when the request must not be served (the
+         * interceptor answered it itself, or it needs no answer).
+         */
+        boolean beforeServe(FuseRequest req);
+
+        /**
+         * Called with the reply's iovecs ({@code count} of them: header, argument, more) before
+         * they are written; may change their bytes.
+         */
+        void beforeReply(FuseRequest req, Pointer iov, int count);
+    }
+
+    private static final Interceptor NONE = new Interceptor() {
+        @Override
+        public boolean beforeServe(FuseRequest req) {
+            return true;
+        }
+
+        @Override
+        public void beforeReply(FuseRequest req, Pointer iov, int count) {}
+    };
+
     private final FuseDevice device;
     private final LowLevelFs fs;
+    private volatile Interceptor interceptor = NONE;
     private final int maxRequest;
     private final List<Thread> threads = new ArrayList<>();
     private final AtomicInteger running = new AtomicInteger();
@@ -42,6 +71,11 @@ public final class FuseSession {
         this.maxRequest = maxRequest;
     }
 
+    /** Sets the interceptor (before {@link #start}). */
+    public void intercept(Interceptor i) {
+        interceptor = i;
+    }
+
     /** Starts {@code count} threads serving requests. */
     public synchronized void start(int count, String namePrefix) {
         for (int i = 0; i < count; i++) {
@@ -58,6 +92,11 @@ public final class FuseSession {
         return ended;
     }
 
+    /** The device this session serves. */
+    public FuseDevice device() {
+        return device;
+    }
+
     /** The protocol minor version agreed at INIT (0 before it). */
     public int minor() {
         return minor;
@@ -66,7 +105,7 @@ public final class FuseSession {
     private void serve() {
         FuseRequest req = new FuseRequest(maxRequest + 64 * 1024); // a WRITE's payload and its header
         FuseReply reply = new FuseReply(64 * 1024);
-        Pointer in = FuseDevice.pointer(req.in);
+        Pointer in = req.pointer;
         try {
             while (true) {
                 long n = device.read(in, req.in.capacity());
@@ -90,6 +129,10 @@ public final class FuseSession {
     }
 
     private void handle(FuseRequest req, FuseReply reply) {
+        Interceptor ic = interceptor;
+        if (req.opcode() != FuseKernel.INIT && !ic.beforeServe(req)) {
+            return;
+        }
         int opcode = req.opcode();
         long node = req.nodeid();
         reply.reset();
@@ -124,7 +167,7 @@ public final class FuseSession {
                 case FuseKernel.STATFS -> fs.statfs(req, node, reply);
                 case FuseKernel.INTERRUPT -> 0; // the op runs to its end; the kernel takes its reply or drops it (ENOENT)
                 case FuseKernel.DESTROY -> 0;
-                default -> -FuseKernel.ENOSYS;
+                default -> fs.other(req, reply);
             };
         } catch (RuntimeException | Error e) {
             LOG.warn("FUSE request {} on node {} failed: {}", opcode, node, e.toString(), e);
@@ -134,6 +177,7 @@ public final class FuseSession {
             return;
         }
         int parts = reply.seal(req.unique(), r > 0 ? -FuseKernel.EIO : r);
+        ic.beforeReply(req, reply.iovPointer, parts);
         long w = device.writev(reply.iovPointer, parts);
         if (w < 0 && w != -FuseKernel.ENOENT) { // ENOENT: interrupted, the kernel no longer waits for it
             // a reply the kernel refused (EINVAL: malformed) leaves the caller waiting for ever:
@@ -154,7 +198,15 @@ public final class FuseSession {
         }
         int agreed = Math.min(kernelMinor, FuseKernel.MINOR);
         minor = agreed;
-        int flags = fs.initFlags(kernelFlags) & kernelFlags;
+        int flags = fs.initFlags(kernelFlags) & kernelFlags & ~FuseKernel.INIT_EXT;
+        int flags2 = 0;
+        if ((kernelFlags & FuseKernel.INIT_EXT) != 0 && req.length() >= FuseKernel.IN_HEADER_BYTES + FuseKernel.INIT_IN_FLAGS2 + 4) {
+            int offered2 = req.argInt(FuseKernel.INIT_IN_FLAGS2);
+            flags2 = fs.initFlags2(offered2) & offered2;
+            if (flags2 != 0) {
+                flags |= FuseKernel.INIT_EXT;
+            }
+        }
         reply.putInt(FuseKernel.MAJOR).putInt(agreed)
                 .putInt(Math.min(req.argInt(FuseKernel.INIT_IN_MAX_READAHEAD), maxRequest))
                 .putInt(flags);
@@ -162,8 +214,9 @@ public final class FuseSession {
         reply.putInt(maxRequest); // max_write
         reply.putInt(1); // time_gran: ns
         reply.out.putShort((short) (maxRequest / 4096)).putShort((short) 0); // max_pages, map_alignment
-        for (int i = 0; i < 8; i++) {
-            reply.putInt(0); // flags2, unused
+        reply.putInt(flags2);
+        for (int i = 0; i < 7; i++) {
+            reply.putInt(0); // max_stack_depth, unused
         }
         LOG.debug("FUSE INIT: kernel 7.{} flags {}, agreed 7.{} flags {}", kernelMinor, Integer.toHexString(kernelFlags),
                 agreed, Integer.toHexString(flags));

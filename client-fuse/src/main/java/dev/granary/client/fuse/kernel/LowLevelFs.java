@@ -16,6 +16,14 @@ public interface LowLevelFs {
         return kernelFlags & (FuseKernel.ASYNC_READ | FuseKernel.BIG_WRITES | FuseKernel.PARALLEL_DIROPS | FuseKernel.MAX_PAGES);
     }
 
+    /**
+     * The second word of INIT flags to ask for (linux/fuse.h's flags2, with FUSE_INIT_EXT) among
+     * those the kernel offers; called only when it offers the word.
+     */
+    default int initFlags2(int kernelFlags2) {
+        return 0;
+    }
+
     /** LOOKUP of {@code name} in directory {@code parent}: an {@link FuseReply#entry} and its attr, or -ENOENT. */
     default int lookup(FuseRequest req, long parent, String name, FuseReply reply) {
         return -FuseKernel.ENOSYS;
@@ -62,6 +70,14 @@ public interface LowLevelFs {
     /** RELEASEDIR. */
     default int releasedir(FuseRequest req, long nodeid, long fh, FuseReply reply) {
         return 0;
+    }
+
+    /**
+     * Any other request (SETATTR, MKDIR, WRITE, ...): the file system reads its arguments from
+     * {@code req} (linux/fuse.h's structs, after the in header) itself. ENOSYS unless overridden.
+     */
+    default int other(FuseRequest req, FuseReply reply) {
+        return -FuseKernel.ENOSYS;
     }
 
     /** STATFS: {@code struct fuse_kstatfs} (80 bytes). */

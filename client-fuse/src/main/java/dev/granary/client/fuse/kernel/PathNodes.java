@@ -24,6 +24,8 @@ public final class PathNodes {
         Node parent;
         String name; // null once unlinked
         long nlookup;
+        int openCount;
+        boolean hidden;
 
         Node(long id, Node parent, String name) {
             this.id = id;
@@ -91,9 +93,10 @@ public final class PathNodes {
      */
     public synchronized String path(long nodeid) {
         Node n = byId.get(nodeid);
-        if (n == null) {
-            return null;
-        }
+        return n == null ? null : pathLocked(n);
+    }
+
+    private String pathLocked(Node n) {
         if (n.id == ROOT) {
             return "/";
         }
@@ -149,6 +152,59 @@ public final class PathNodes {
             byName.put(new Key(newParent, newName), moved);
         } else if (moved != null) {
             moved.name = null;
+        }
+    }
+
+    /** An OPEN or CREATE of {@code nodeid} succeeded (libfuse2 counts a node's open handles). */
+    public synchronized void opened(long nodeid) {
+        Node n = byId.get(nodeid);
+        if (n != null) {
+            n.openCount++;
+        }
+    }
+
+    /**
+     * A RELEASE of {@code nodeid} was served; returns the node's path when that was its last open
+     * handle and the node is hidden (its hidden name is then to be removed, as fuse.c's
+     * {@code fuse_do_release}), else null.
+     */
+    public synchronized String released(long nodeid) {
+        Node n = byId.get(nodeid);
+        if (n == null) {
+            return null;
+        }
+        n.openCount = Math.max(0, n.openCount - 1);
+        if (n.openCount == 0 && n.hidden) {
+            n.hidden = false;
+            return pathLocked(n);
+        }
+        return null;
+    }
+
+    /** Whether the node named {@code name} in {@code parent} has open handles (fuse.c's {@code is_open}). */
+    public synchronized boolean isOpen(long parent, String name) {
+        Node n = byName.get(new Key(parent, name));
+        return n != null && n.openCount > 0;
+    }
+
+    /** The node id of {@code name} in {@code parent}, or -1 when the table holds no such name. */
+    public synchronized long find(long parent, String name) {
+        Node n = byName.get(new Key(parent, name));
+        return n == null ? -1 : n.id;
+    }
+
+    /**
+     * {@code name} in {@code parent} was renamed to {@code hiddenName} in the same directory
+     * because it was open (fuse.c's {@code hide_node}): the node takes the hidden name and is
+     * marked hidden, so its last RELEASE removes it ({@link #released}).
+     */
+    public void hidden(long parent, String name, String hiddenName) {
+        synchronized (this) {
+            renamed(parent, name, parent, hiddenName);
+            Node n = byName.get(new Key(parent, hiddenName));
+            if (n != null) {
+                n.hidden = true;
+            }
         }
     }
 
