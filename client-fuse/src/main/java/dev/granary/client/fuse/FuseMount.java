@@ -210,7 +210,7 @@ public final class FuseMount implements AutoCloseable {
      * takes itself at mount(2): allow_other, default_permissions, max_read. The rest (timeouts,
      * use_ino, names) are the path layer's, which the /dev/fuse binding applies in Java.
      */
-    static List<String> kernelOptions(List<String> opts) {
+    public static List<String> kernelOptions(List<String> opts) {
         List<String> k = new ArrayList<>();
         for (String o : opts) {
             if (o.equals("allow_other") || o.equals("default_permissions") || o.startsWith("max_read=")) {

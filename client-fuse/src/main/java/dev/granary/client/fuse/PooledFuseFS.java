@@ -296,7 +296,9 @@ public abstract class PooledFuseFS extends FuseStubFS {
      */
     protected static long[] requestCredentials() {
         Pointer req = REQUEST.get();
-        return req == null ? null : new long[] {req.getInt(24) & 0xffffffffL, req.getInt(28) & 0xffffffffL, req.getInt(32) & 0xffffffffL};
+        return req == null ? null : new long[] {req.getInt(dev.granary.client.fuse.kernel.FuseKernel.IN_UID) & 0xffffffffL,
+                req.getInt(dev.granary.client.fuse.kernel.FuseKernel.IN_GID) & 0xffffffffL,
+                req.getInt(dev.granary.client.fuse.kernel.FuseKernel.IN_PID) & 0xffffffffL};
     }
 
     /** Whether the current callback serves a FUSE_GETATTR request from the kernel (not a call libfuse makes itself within another request). */
@@ -522,9 +524,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
         replyFd = d.fd();
         versions = v;
         device = d;
-        int want = dev.granary.client.fuse.kernel.FuseKernel.ASYNC_READ | dev.granary.client.fuse.kernel.FuseKernel.BIG_WRITES
-                | dev.granary.client.fuse.kernel.FuseKernel.MAX_PAGES | dev.granary.client.fuse.kernel.FuseKernel.POSIX_LOCKS
-                | dev.granary.client.fuse.kernel.FuseKernel.FLOCK_LOCKS // as libfuse2 asks: no ATOMIC_O_TRUNC (O_TRUNC comes as a SETATTR)
+        int want = dev.granary.client.fuse.kernel.PathFsAdapter.LIBFUSE2_FLAGS
                 | (Boolean.getBoolean("granary.fuse.serialDirops") ? 0 : dev.granary.client.fuse.kernel.FuseKernel.PARALLEL_DIROPS);
         dev.granary.client.fuse.kernel.PathFsAdapter adapter = new dev.granary.client.fuse.kernel.PathFsAdapter(this, entryValidNs,
                 attrValidNs, want, dev.granary.client.fuse.kernel.FuseKernel.DIRECT_IO_ALLOW_MMAP2);

@@ -113,7 +113,7 @@ public final class NoopFsCommand implements Callable<Integer> {
         int maxRead = config.fuseMaxRead();
         FuseDevice dev;
         try {
-            dev = FuseDevice.mount(mp, "granary-noop", "granary-noop", List.of("allow_other", "default_permissions", "max_read=" + maxRead));
+            dev = FuseDevice.mount(mp, "granary-noop", "granary-noop", FuseMount.kernelOptions(FuseMount.options(config, FuseMount.isRoot(), false)));
         } catch (FuseMount.MountException e) {
             throw new UserError(e.getMessage());
         }

@@ -32,8 +32,6 @@ public final class FuseKernel {
 
     /** {@code struct fuse_init_in}, after the in header: major, minor, max_readahead, flags. */
     public static final int INIT_IN_MAJOR = 0, INIT_IN_MINOR = 4, INIT_IN_MAX_READAHEAD = 8, INIT_IN_FLAGS = 12;
-    /** Size of {@code struct fuse_init_out} (7.23 and later). */
-    public static final int INIT_OUT_BYTES = 64;
 
     /** {@code struct fuse_read_in}, after the in header: fh, offset, size (also READDIR's). */
     public static final int READ_IN_FH = 0, READ_IN_OFFSET = 8, READ_IN_SIZE = 16;

@@ -63,13 +63,6 @@ public final class FuseReply {
         return this;
     }
 
-    /** Appends {@code len} bytes of {@code b} (any buffer) from its absolute {@code off} (copied). */
-    public FuseReply put(ByteBuffer b, int off, int len) {
-        out.put(out.position(), b, off, len);
-        out.position(out.position() + len);
-        return this;
-    }
-
     /**
      * Appends {@code len} bytes at native {@code address} as a part of their own, sent without a
      * copy; they must stay valid until the reply is sent (the op returned). After the payload

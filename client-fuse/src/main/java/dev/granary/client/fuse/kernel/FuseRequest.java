@@ -43,13 +43,6 @@ public final class FuseRequest {
         return at + 1 - FuseKernel.IN_HEADER_BYTES;
     }
 
-    /** {@code n} bytes from {@code offset} after the in header, copied. */
-    public byte[] argBytes(int offset, int n) {
-        byte[] b = new byte[n];
-        in.get(FuseKernel.IN_HEADER_BYTES + offset, b);
-        return b;
-    }
-
     /** The opcode ({@link FuseKernel#LOOKUP} ...). */
     public int opcode() {
         return in.getInt(FuseKernel.IN_OPCODE);

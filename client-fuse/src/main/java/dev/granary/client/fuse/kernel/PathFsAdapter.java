@@ -24,9 +24,9 @@ import ru.serce.jnrfuse.struct.Timespec;
  * a getattr of the path, a directory's entries collected by readdir with offset 0 and handed out
  * page by page, and the file system's structs ({@code struct stat}, {@code struct
  * fuse_file_info}) in native memory of each serving thread. With {@code use_ino} semantics: the
- * attributes' inode numbers are the file system's.
- *
- * <p>WORK IN PROGRESS (the direct-binding branch): the read-only requests so far.
+ * attributes' inode numbers are the file system's. Every request libfuse2's path API serves is
+ * served ({@link #other} for those beyond the read-only ones); IOCTL, POLL, BMAP, RENAME2, LSEEK,
+ * COPY_FILE_RANGE and READDIRPLUS answer ENOSYS, as libfuse2 does.
  */
 public final class PathFsAdapter implements LowLevelFs {
     /** x86_64 {@code struct stat}: size and field offsets. */
@@ -93,9 +93,15 @@ public final class PathFsAdapter implements LowLevelFs {
      * @param attrValidNs  how long it may keep attributes (attr_timeout), ns
      */
     public PathFsAdapter(FuseFS fs, long entryValidNs, long attrValidNs) {
-        this(fs, entryValidNs, attrValidNs, FuseKernel.ASYNC_READ | FuseKernel.BIG_WRITES | FuseKernel.PARALLEL_DIROPS
-                | FuseKernel.MAX_PAGES | FuseKernel.POSIX_LOCKS | FuseKernel.FLOCK_LOCKS, 0);
+        this(fs, entryValidNs, attrValidNs, LIBFUSE2_FLAGS | FuseKernel.PARALLEL_DIROPS, 0);
     }
+
+    /**
+     * The INIT flags libfuse2 asks for on a file system with every operation (jnr-fuse's), plus
+     * 1 MiB requests: no ATOMIC_O_TRUNC, so an O_TRUNC open comes as OPEN then SETATTR.
+     */
+    public static final int LIBFUSE2_FLAGS = FuseKernel.ASYNC_READ | FuseKernel.BIG_WRITES | FuseKernel.MAX_PAGES
+            | FuseKernel.POSIX_LOCKS | FuseKernel.FLOCK_LOCKS;
 
     /**
      * @param wantFlags  the INIT flags to ask for when offered
@@ -145,7 +151,15 @@ public final class PathFsAdapter implements LowLevelFs {
         if (path == null) {
             return -FuseKernel.ENOENT;
         }
-        Scratch s = scratch.get();
+        return entry(parent, name, path, scratch.get(), reply);
+    }
+
+    /**
+     * The entry of {@code name} in {@code parent} (path {@code path}) from a getattr of its path,
+     * counted as one more kernel reference to its node (fuse.c's {@code lookup_path}); ENOENT
+     * when the parent node went meanwhile.
+     */
+    private int entry(long parent, String name, String path, Scratch s, FuseReply reply) {
         int r = fs.getattr(path, s.clearStat());
         if (r != 0) {
             return r;
@@ -172,7 +186,11 @@ public final class PathFsAdapter implements LowLevelFs {
         if (path == null) {
             return -FuseKernel.ENOENT;
         }
-        Scratch s = scratch.get();
+        return attrReply(path, fh, scratch.get(), reply);
+    }
+
+    /** The attributes of {@code path} (through handle {@code fh} when not negative) as {@code struct fuse_attr_out}. */
+    private int attrReply(String path, long fh, Scratch s, FuseReply reply) {
         int r = fh >= 0 ? fs.fgetattr(path, s.clearStat(), s.fi(0, fh)) : fs.getattr(path, s.clearStat());
         if (r != 0) {
             return r;
@@ -257,10 +275,7 @@ public final class PathFsAdapter implements LowLevelFs {
 
     @Override
     public int read(FuseRequest req, long nodeid, long fh, long offset, int size, FuseReply reply) {
-        String path = nodes.path(nodeid);
-        if (path == null) {
-            path = ""; // an unlinked open file: libfuse2 passes a null path to a nullpath_ok file system
-        }
+        String path = pathOrEmpty(nodeid); // an unlinked open file has none: reads go by handle
         Scratch s = scratch.get();
         FuseFileInfo fi = s.fi(req.argInt(32), fh); // struct fuse_read_in { fh, offset, size, read_flags, lock_owner, flags }
         int n = fs.read(path, s.readPtr, Math.min(size, s.readBytes.capacity()), offset, fi);
@@ -398,8 +413,7 @@ public final class PathFsAdapter implements LowLevelFs {
         if (d == null) {
             return 0;
         }
-        String path = nodes.path(nodeid);
-        return fs.releasedir(path == null ? "" : path, scratch.get().fi(0, d.fh));
+        return fs.releasedir(pathOrEmpty(nodeid), scratch.get().fi(0, d.fh));
     }
 
     /** setattr's {@code valid} bits and {@code struct fuse_setattr_in} offsets (linux/fuse.h). */
@@ -623,18 +637,7 @@ public final class PathFsAdapter implements LowLevelFs {
      * node's entry, from a getattr of its path, as fuse.c's {@code lookup_path}.
      */
     private int made(long parent, String name, int r, Scratch s, FuseReply reply) {
-        if (r != 0) {
-            return r;
-        }
-        String path = childPath(parent, name);
-        r = fs.getattr(path, s.clearStat());
-        if (r != 0) {
-            return r;
-        }
-        long node = nodes.lookup(parent, name);
-        reply.entry(node, 0, entryValidNs, attrValidNs);
-        attrFromStat(s.statBytes, reply);
-        return 0;
+        return r != 0 ? r : entry(parent, name, childPath(parent, name), s, reply);
     }
 
     /** UNLINK or RMDIR; an open file is renamed to a hidden name instead (fuse.c's {@code hide_node}). */
@@ -719,16 +722,7 @@ public final class PathFsAdapter implements LowLevelFs {
                     : (valid & FATTR_MTIME) != 0 ? req.argInt(SA_MTIMENSEC) : UTIME_OMIT);
             r = fs.utimens(path, s.times);
         }
-        if (r != 0) {
-            return r;
-        }
-        r = fh >= 0 ? fs.fgetattr(path, s.clearStat(), s.fi(0, fh)) : fs.getattr(path, s.clearStat());
-        if (r != 0) {
-            return r;
-        }
-        reply.attrOut(attrValidNs);
-        attrFromStat(s.statBytes, reply);
-        return 0;
+        return r != 0 ? r : attrReply(path, fh, s, reply);
     }
 
     /** GETLK, SETLK, SETLKW: POSIX record locks, or flock(2) locks with FUSE_LK_FLOCK (fuse.c). */
