@@ -394,7 +394,8 @@ class CliBadInputTest {
                 new Case("  inline_max: \"256KiB\"\n", "  inline_max: \"2MiB\"\n", "client.inline_max must be at most 1MiB"),
                 new Case("  pack_max: \"0\"\n", "  pack_max: \"8MiB\"\n", "client.pack_max must be at most 4MiB"),
                 new Case("  stripe_fill_reads: 0\n", "  stripe_fill_reads: 1\n", "client.stripe_fill_reads must be 0 (off) or in [2, 1024] reads, got 1"),
-                new Case("  lock_lease: \"15s\"\n", "  lock_lease: \"0s\"\n", "client.lock_lease must be between 1s and 10m"));
+                new Case("  lock_lease: \"15s\"\n", "  lock_lease: \"0s\"\n", "client.lock_lease must be between 1s and 10m"),
+                new Case("  fuse_binding: \"auto\"\n", "  fuse_binding: \"libfuse3\"\n", "client.fuse_binding must be auto, direct or jnr, got 'libfuse3'"));
         for (Case c : cases) {
             assertTrue(text.contains(c.from()), c.from() + " in\n" + text);
             Files.writeString(conf, text.replace(c.from(), c.to()));

@@ -15,7 +15,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Mounts a {@link GranaryVfs} with FUSE (jnr-fuse over libfuse2) and unmounts it.
+ * Mounts a {@link GranaryVfs} with FUSE and unmounts it: through Granary's /dev/fuse binding
+ * ({@code client/fuse/kernel}) when running as root, else through jnr-fuse over libfuse2
+ * ({@link #directBinding}).
  *
  * <pre>{@code
  * try (FuseMount m = FuseMount.mount(vfs, Path.of("/mnt/train"), config)) {
@@ -88,13 +90,14 @@ public final class FuseMount implements AutoCloseable {
         }
         List<String> opts = options(config, isRoot(), userAllowOther());
         FuseMount m = new FuseMount(fs, mp);
-        if (directBinding()) {
+        if (directBinding(config)) {
             DIRECT_MOUNTS.incrementAndGet();
             List<String> kernel = kernelOptions(opts);
             long validNs = config.cacheTimeout().toNanos();
             fs.mountDirect(mp, "granary", "granary", kernel, Math.min(config.fuseMaxRead(), 1 << 20), validNs, validNs);
             opts = List.of("binding=direct", String.join(",", kernel));
         } else {
+            JNR_MOUNTS.incrementAndGet();
             try {
                 fs.mount(mp, false, false, opts.toArray(new String[0]));
             } catch (Throwable t) {
@@ -191,18 +194,34 @@ public final class FuseMount implements AutoCloseable {
 
     private static final java.util.concurrent.atomic.AtomicLong DIRECT_MOUNTS = new java.util.concurrent.atomic.AtomicLong();
 
+    private static final java.util.concurrent.atomic.AtomicLong JNR_MOUNTS = new java.util.concurrent.atomic.AtomicLong();
+
     /** How many mounts this JVM has made on the /dev/fuse binding (tests, diagnostics). */
     public static long directMounts() {
         return DIRECT_MOUNTS.get();
     }
 
+    /** How many mounts this JVM has made on jnr-fuse over libfuse2 (tests, diagnostics). */
+    public static long jnrMounts() {
+        return JNR_MOUNTS.get();
+    }
+
     /**
-     * Whether mounts use Granary's /dev/fuse binding ({@code client/fuse/kernel}, no libfuse; root
-     * only) rather than jnr-fuse over libfuse2: system property {@code granary.fuse.binding=direct}
-     * (e.g. in {@code GRANARY_JAVA_OPTS}). Experimental.
+     * Whether a mount with {@code config} uses Granary's /dev/fuse binding ({@code client/fuse/kernel},
+     * no libfuse; mount(2) needs root) rather than jnr-fuse over libfuse2:
+     * {@link ClientConfig#fuseBinding()} ({@code client.fuse_binding}; {@code auto}: direct as root),
+     * unless the system property {@code granary.fuse.binding} (auto, direct, jnr; e.g. in
+     * {@code GRANARY_JAVA_OPTS}, to compare the two on one config) names another.
+     *
+     * @throws MountException when the system property names no binding
      */
-    public static boolean directBinding() {
-        return "direct".equals(System.getProperty("granary.fuse.binding"));
+    public static boolean directBinding(ClientConfig config) {
+        String p = System.getProperty("granary.fuse.binding");
+        ClientConfig.FuseBinding b = p == null ? config.fuseBinding() : ClientConfig.FuseBinding.parse(p);
+        if (b == null) {
+            throw new MountException("-Dgranary.fuse.binding=" + p + " names no FUSE binding (auto, direct or jnr)");
+        }
+        return b == ClientConfig.FuseBinding.DIRECT || (b == ClientConfig.FuseBinding.AUTO && isRoot());
     }
 
     /**

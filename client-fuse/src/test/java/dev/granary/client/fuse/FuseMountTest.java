@@ -165,6 +165,34 @@ class FuseMountTest {
     }
 
     @Test
+    void theBindingFollowsTheConfigUnlessThePropertyNamesAnother() {
+        String saved = System.getProperty("granary.fuse.binding");
+        System.clearProperty("granary.fuse.binding");
+        try {
+            ClientConfig c = ClientConfig.defaults();
+            assertEquals(ClientConfig.FuseBinding.AUTO, c.fuseBinding());
+            assertEquals(FuseMount.isRoot(), FuseMount.directBinding(c), "auto is the /dev/fuse binding exactly as root");
+            assertTrue(FuseMount.directBinding(c.withFuseBinding(ClientConfig.FuseBinding.DIRECT)));
+            assertFalse(FuseMount.directBinding(c.withFuseBinding(ClientConfig.FuseBinding.JNR)));
+            System.setProperty("granary.fuse.binding", "JNR");
+            assertFalse(FuseMount.directBinding(c.withFuseBinding(ClientConfig.FuseBinding.DIRECT)), "the property wins");
+            System.setProperty("granary.fuse.binding", "direct");
+            assertTrue(FuseMount.directBinding(c.withFuseBinding(ClientConfig.FuseBinding.JNR)));
+            System.setProperty("granary.fuse.binding", "libfuse3");
+            FuseMount.MountException e = assertThrows(FuseMount.MountException.class, () -> FuseMount.directBinding(c));
+            assertEquals("-Dgranary.fuse.binding=libfuse3 names no FUSE binding (auto, direct or jnr)", e.getMessage());
+            assertEquals(null, ClientConfig.FuseBinding.parse(""));
+            assertEquals(ClientConfig.FuseBinding.AUTO, ClientConfig.FuseBinding.parse(" Auto "));
+        } finally {
+            if (saved == null) {
+                System.clearProperty("granary.fuse.binding");
+            } else {
+                System.setProperty("granary.fuse.binding", saved);
+            }
+        }
+    }
+
+    @Test
     void mountedFilesystemServesCoreutils() throws Exception {
         requireFuse();
         Path mnt = Files.createDirectories(tmp.resolve("mnt"));

@@ -306,7 +306,8 @@ public final class Nodes {
                 .withStataheadMax(cfg.client.stataheadMax)
                 .withDeferredUnlink(cfg.client.deferredUnlink)
                 .withDeferredCreate(cfg.client.deferredCreate)
-                .withDirLease(cfg.client.dirLease);
+                .withDirLease(cfg.client.dirLease)
+                .withFuseBinding(ClientConfig.FuseBinding.parse(cfg.client.fuseBinding));
     }
 
     /**

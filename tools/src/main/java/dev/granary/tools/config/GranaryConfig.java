@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.PropertyNamingStrategies;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import dev.granary.client.vfs.ClientConfig;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -132,6 +133,8 @@ public final class GranaryConfig {
         public boolean dirLease = true;
         /** Deadline of one block read or write through the OSSes, retries included: past it the call fails (EIO). */
         public String ioTimeout = "120s";
+        /** How the mount talks to the kernel: "auto" (Granary's /dev/fuse binding as root, jnr-fuse over libfuse2 otherwise), "direct" or "jnr". */
+        public String fuseBinding = "auto";
         /** true: blocks not in their OSS's read cache are read straight from S3 with URLs the OSS signs (one hop less; credentials stay on the OSS). */
         public boolean directReads = false;
     }
@@ -270,6 +273,9 @@ public final class GranaryConfig {
         }
         if (client.stripeFillReads < 0 || client.stripeFillReads == 1 || client.stripeFillReads > 1024) {
             throw new ConfigException(p + "client.stripe_fill_reads must be 0 (off) or in [2, 1024] reads, got " + client.stripeFillReads);
+        }
+        if (ClientConfig.FuseBinding.parse(client.fuseBinding) == null) {
+            throw new ConfigException(p + "client.fuse_binding must be auto, direct or jnr, got '" + client.fuseBinding + "'");
         }
         if (client.readaheadStripes < 0 || client.readaheadStripes > 256) {
             throw new ConfigException(p + "client.readahead_stripes must be in [0, 256] stripes, got " + client.readaheadStripes);
