@@ -37,10 +37,21 @@ final class TestCluster implements AutoCloseable {
         }
     }
 
+    /** Ports {@link #freePort()} handed out in this JVM: never handed out twice. */
+    private static final java.util.Set<Integer> GIVEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /**
+     * A loopback port free now and not handed out before in this JVM. The kernel may give the
+     * same ephemeral port to two binds in a row once the first socket is closed: two peers of one
+     * cluster then had one address ("duplicate peer address"), a failure of CI on 2026-12-06.
+     */
     static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            s.setReuseAddress(true);
-            return s.getLocalPort();
+        while (true) {
+            try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+                if (GIVEN.add(s.getLocalPort())) {
+                    return s.getLocalPort();
+                }
+            }
         }
     }
 
