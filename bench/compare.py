@@ -1070,7 +1070,7 @@ class Runner:
 
     def noop_ceiling(self):
         """dd read and stat of a no-op filesystem (granary noopfs) mounted with Granary's options: on
-        jnr-fuse (Granary's mount today), with kernel_cache, and on Granary's /dev/fuse binding."""
+        jnr-fuse (Granary's non-root mounts), with kernel_cache, and on Granary's /dev/fuse binding (its mounts as root)."""
         mnt = os.path.join(self.work, "noop-mnt")
         os.makedirs(mnt, exist_ok=True)
         state = self.state
@@ -1106,7 +1106,7 @@ class Runner:
 
     def noop_ceiling_fuse3(self):
         """The same reads and stats on bench/fuse3/NoopFuse3.java: libfuse3's low-level API through
-        Java's FFM API, the binding Granary could use instead of jnr-fuse over libfuse2's high-level API."""
+        Java's FFM API, a third binding to set Granary's two against."""
         figs = self.figures["granary"]
         rows = ("noop3_cold", "noop3_again", "noop3_stat")
         java = os.path.join(os.environ.get("JAVA_HOME", "/nonexistent"), "bin", "java")
@@ -1320,17 +1320,19 @@ def report(runner, plan, targets, info, counter, elapsed):
             "quickstart's config, as a GPU node mounts it, with the launcher's default heap) reads the sequential file "
             "cold and warm, the 4 parallel files and the small files again; the row is its VmHWM. s3fs and rclone have "
             "no such row: their rss row is already their client alone, over the whole run (writes included).",
-            "- The FUSE ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros, with the same "
+            "- The jnr-fuse ceiling rows mount `granary noopfs`, a jnr-fuse file system that returns zeros (the binding of "
+            "Granary's non-root mounts), with the same "
             "FUSE options as Granary's client (`FuseMount.options`), and read one file with `dd bs=1M`; its stat row "
             "stats as many names as the metadata phases (each an empty file, one thread, caches dropped before each "
             "of 3 rounds, the third reported): what the binding costs a lookup with no Granary work behind it.",
             "- The /dev/fuse binding rows do the same on `granary noopfs --binding direct`: the same no-op file system "
             "served by Granary's own binding (`client/fuse/kernel`: the FUSE kernel protocol read and written by Java threads "
-            "on /dev/fuse, mounted with mount(2), no libfuse), with Granary's kernel options and 1 MiB requests.",
+            "on /dev/fuse, mounted with mount(2), no libfuse), with Granary's kernel options and 1 MiB requests: the binding "
+            "Granary's mount uses as root (`client.fuse_binding: auto`), so the one of its figures in this table.",
             "- The libfuse3 ceiling rows do the same on `bench/fuse3/NoopFuse3.java`, a no-op file system on libfuse3's "
             "low-level (inode) API called through Java's FFM API (JDK 22+, run from source), with Granary's options where "
             "libfuse3 has them (max_read 1 MiB, 1 s attribute and entry timeouts, 32 serving threads, kernel readahead "
-            "1 MiB) and no page cache kept across opens: the ceiling of a binding Granary could move to from jnr-fuse.",
+            "1 MiB) and no page cache kept across opens: the ceiling of a third binding, for comparison.",
             "- Figures move ±15–30% between runs on this shared 2-core machine: compare within one run."]
     if runner.failures:
         out += ["", "## Failures", ""] + [f"- {f}" for f in runner.failures]
