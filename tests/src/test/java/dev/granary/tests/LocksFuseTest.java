@@ -93,6 +93,77 @@ class LocksFuseTest {
                 out.lines().toList());
     }
 
+    /**
+     * 40 processes blocked in F_SETLKW and flock(LOCK_EX) on one file, more than the mount's 32
+     * serving threads: the mount still answers (a stat, the holder's unlock), and every waiter
+     * gets the lock once the holder lets go. Regression: each blocked wait held a serving thread,
+     * so with 32 waiters nothing was left to serve the unlock and the whole mount hung, its
+     * callers unkillable in D state.
+     */
+    @Test
+    void moreLockWaitersThanServingThreadsLeaveTheMountServing() throws Exception {
+        Path file = mntA.resolve("crowded.dat");
+        Files.writeString(file, "x");
+        String out = Shell.ok(tmp, "python3 -c \"import fcntl, os, subprocess, sys, time\n"
+                + "p = sys.argv[1]\n"
+                + "fd = os.open(p, os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+                + "fl = os.open(p, os.O_RDONLY); fcntl.flock(fl, fcntl.LOCK_EX)\n"
+                + "kids = []\n"
+                + "for i in range(40):\n"
+                + "    pid = os.fork()\n"
+                + "    if pid == 0:\n"
+                + "        f = os.open(p, os.O_RDWR)\n"
+                + "        fcntl.lockf(f, fcntl.LOCK_EX) if i % 2 == 0 else fcntl.flock(f, fcntl.LOCK_EX)\n"
+                + "        os._exit(0)\n"
+                + "    kids.append(pid)\n"
+                + "time.sleep(2)\n"
+                + "print('stat rc', subprocess.run(['timeout', '30', 'stat', '-c', '%s', p], capture_output=True).returncode)\n"
+                + "fcntl.lockf(fd, fcntl.LOCK_UN); fcntl.flock(fl, fcntl.LOCK_UN); print('unlocked')\n"
+                + "done = sum(1 for k in kids if os.waitpid(k, 0)[1] == 0)\n"
+                + "print('waiters done', done)\" " + file);
+        assertEquals(List.of("stat rc 0", "unlocked", "waiters done 40"), out.lines().toList());
+    }
+
+    /**
+     * A signal ends a blocking lock wait (F_SETLKW, flock without LOCK_NB) as on a local file
+     * system: the handler runs after about a second, not when the holder lets go, and the holder
+     * keeps its locks. Regression: INTERRUPT was ignored, so a waiter could not be stopped (not by
+     * Ctrl-C) until the lock was free.
+     */
+    @Test
+    void aSignalEndsABlockingLockWait() throws Exception {
+        Path file = mntA.resolve("waited.dat");
+        Files.writeString(file, "x");
+        String out = Shell.ok(tmp, "python3 -c \"import fcntl, os, signal, sys, time\n"
+                + "p = sys.argv[1]\n"
+                + "fd = os.open(p, os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+                + "fl = os.open(p, os.O_RDONLY); fcntl.flock(fl, fcntl.LOCK_EX)\n"
+                + "pid = os.fork()\n"
+                + "if pid == 0:\n"
+                + "    def h(*a): raise TimeoutError()\n"
+                + "    signal.signal(signal.SIGALRM, h)\n"
+                + "    f = os.open(p, os.O_RDWR)\n"
+                + "    for kind in ('fcntl', 'flock'):\n"
+                + "        signal.alarm(1); t = time.time()\n"
+                + "        try:\n"
+                + "            fcntl.lockf(f, fcntl.LOCK_EX) if kind == 'fcntl' else fcntl.flock(f, fcntl.LOCK_EX)\n"
+                + "            print(kind, 'granted', flush=True)\n"
+                + "        except TimeoutError:\n"
+                + "            print(kind, 'interrupted', time.time() - t < 5, flush=True)\n"
+                + "    try:\n"
+                + "        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('still free')\n"
+                + "    except OSError as e:\n"
+                + "        print('holder keeps it', e.errno in (11, 13))\n"
+                + "    os._exit(0)\n"
+                + "t = time.time()\n"
+                + "while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.time() - t < 8: time.sleep(0.05)\n"
+                + "print('waiter gone before the holder let go', time.time() - t < 8)\n"
+                + "fcntl.lockf(fd, fcntl.LOCK_UN); fcntl.flock(fl, fcntl.LOCK_UN)\n"
+                + "os.waitpid(pid, 0) if time.time() - t >= 8 else None\" " + file);
+        assertEquals(List.of("fcntl interrupted True", "flock interrupted True", "holder keeps it True", "waiter gone before the holder let go True"),
+                out.lines().toList());
+    }
+
     /** A client killed with SIGKILL cannot unlock: its locks go when its lease (3 s here) runs out. */
     @Test
     void locksOfAKilledClientAreReleasedWhenItsLeaseRunsOut() throws Exception {

@@ -530,6 +530,7 @@ public abstract class PooledFuseFS extends FuseStubFS {
                 attrValidNs, want, dev.granary.client.fuse.kernel.FuseKernel.DIRECT_IO_ALLOW_MMAP2);
         directAdapter = adapter;
         dev.granary.client.fuse.kernel.FuseSession s = new dev.granary.client.fuse.kernel.FuseSession(d, adapter, maxRequest);
+        adapter.lateReplies(s, REQUEST::set); // SETLKW waits on threads of its own, as its own request
         s.intercept(new dev.granary.client.fuse.kernel.FuseSession.Interceptor() {
             @Override
             public boolean beforeServe(dev.granary.client.fuse.kernel.FuseRequest req) {

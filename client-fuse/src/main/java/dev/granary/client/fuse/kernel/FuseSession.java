@@ -71,6 +71,26 @@ public final class FuseSession {
         this.maxRequest = maxRequest;
     }
 
+    /**
+     * What a handler returns when it replies later itself, with {@link #replyLater}: a request
+     * that may wait long (F_SETLKW) must not hold one of the serving threads meanwhile.
+     */
+    public static final int LATER = Integer.MIN_VALUE;
+
+    /**
+     * Replies {@code error} (0, or a negative errno) with no payload to request {@code unique},
+     * which its handler answered {@link #LATER}. May run on any thread. The kernel refusing it
+     * with ENOENT (the request was interrupted and is no longer waited for) is not an error.
+     */
+    public void replyLater(long unique, int error) {
+        FuseReply r = new FuseReply(FuseKernel.OUT_HEADER_BYTES + 8);
+        r.reset();
+        long w = device.writev(r.iovPointer, r.seal(unique, error));
+        if (w < 0 && w != -FuseKernel.ENOENT) {
+            LOG.warn("the kernel refused the late reply to request {}: errno {}", unique, -w);
+        }
+    }
+
     /** Sets the interceptor (before {@link #start}). */
     public void intercept(Interceptor i) {
         interceptor = i;
@@ -165,7 +185,13 @@ public final class FuseSession {
                         req.argInt(FuseKernel.READ_IN_SIZE), reply);
                 case FuseKernel.RELEASEDIR -> fs.releasedir(req, node, req.argLong(FuseKernel.RELEASE_IN_FH), reply);
                 case FuseKernel.STATFS -> fs.statfs(req, node, reply);
-                case FuseKernel.INTERRUPT -> 0; // the op runs to its end; the kernel takes its reply or drops it (ENOENT)
+                case FuseKernel.INTERRUPT -> {
+                    // struct fuse_interrupt_in { unique }: the file system may end that request
+                    // early with EINTR (a lock wait does); otherwise it runs to its end and the
+                    // kernel takes its reply or drops it (ENOENT)
+                    fs.interrupt(req.argLong(0));
+                    yield 0;
+                }
                 case FuseKernel.DESTROY -> 0;
                 default -> fs.other(req, reply);
             };
@@ -173,7 +199,7 @@ public final class FuseSession {
             LOG.warn("FUSE request {} on node {} failed: {}", opcode, node, e.toString(), e);
             r = -FuseKernel.EIO;
         }
-        if (FuseKernel.noReply(opcode)) {
+        if (FuseKernel.noReply(opcode) || r == LATER) {
             return;
         }
         int parts = reply.seal(req.unique(), r > 0 ? -FuseKernel.EIO : r);

@@ -80,6 +80,13 @@ public interface LowLevelFs {
         return -FuseKernel.ENOSYS;
     }
 
+    /**
+     * INTERRUPT of request {@code unique} (the caller got a signal): a request still waiting may
+     * end early with EINTR. The default lets every request run to its end.
+     */
+    default void interrupt(long unique) {
+    }
+
     /** STATFS: {@code struct fuse_kstatfs} (80 bytes). */
     default int statfs(FuseRequest req, long nodeid, FuseReply reply) {
         for (int i = 0; i < FuseKernel.STATFS_OUT_BYTES / 8; i++) {

@@ -29,6 +29,7 @@ import ru.serce.jnrfuse.struct.Timespec;
  * COPY_FILE_RANGE and READDIRPLUS answer ENOSYS, as libfuse2 does.
  */
 public final class PathFsAdapter implements LowLevelFs {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(PathFsAdapter.class);
     /** x86_64 {@code struct stat}: size and field offsets. */
     private static final int STAT_BYTES = 144, ST_INO = 8, ST_NLINK = 16, ST_MODE = 24, ST_UID = 28, ST_GID = 32,
             ST_RDEV = 40, ST_SIZE = 48, ST_BLKSIZE = 56, ST_BLOCKS = 64, ST_ATIM = 72, ST_MTIM = 88, ST_CTIM = 104;
@@ -55,12 +56,22 @@ public final class PathFsAdapter implements LowLevelFs {
         final FuseFileInfo fi = FuseFileInfo.of(Pointer.wrap(rt, fiBytes));
         final ByteBuffer svBytes = ByteBuffer.allocateDirect(STATVFS_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         final Statvfs statvfs = Statvfs.of(Pointer.wrap(rt, svBytes));
-        final ByteBuffer readBytes = ByteBuffer.allocateDirect(1 << 20);
-        final Pointer readPtr = Pointer.wrap(rt, readBytes);
+        final ByteBuffer readBytes;
+        final Pointer readPtr;
         final ByteBuffer timesBytes = ByteBuffer.allocateDirect(32).order(ByteOrder.LITTLE_ENDIAN);
         final Timespec[] times = {Timespec.of(Pointer.wrap(rt, timesBytes).slice(0, 16)), Timespec.of(Pointer.wrap(rt, timesBytes).slice(16, 16))};
         final ByteBuffer flockBytes = ByteBuffer.allocateDirect(32).order(ByteOrder.LITTLE_ENDIAN);
         final Flock flock = Flock.of(Pointer.wrap(rt, flockBytes));
+
+        /** A serving thread's: with a 1 MiB buffer for READ. */
+        Scratch() {
+            this(true);
+        }
+
+        Scratch(boolean read) {
+            readBytes = read ? ByteBuffer.allocateDirect(1 << 20) : null;
+            readPtr = read ? Pointer.wrap(rt, readBytes) : null;
+        }
 
         FileStat clearStat() {
             for (int i = 0; i < STAT_BYTES; i += 8) {
@@ -725,22 +736,103 @@ public final class PathFsAdapter implements LowLevelFs {
         return r != 0 ? r : attrReply(path, fh, s, reply);
     }
 
+    /** A SETLKW waiting on a thread of its own: the thread once it runs, and whether INTERRUPT came. */
+    private static final class LockWait {
+        volatile Thread thread;
+        volatile boolean interrupted;
+    }
+
+    /** SETLKW requests waiting, by the request's unique id. */
+    private final ConcurrentHashMap<Long, LockWait> lockWaits = new ConcurrentHashMap<>();
+    private final java.util.concurrent.ExecutorService lockWaiters = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "fuse-lock-wait");
+        t.setDaemon(true);
+        return t;
+    });
+    private volatile FuseSession session;
+    private volatile java.util.function.Consumer<Pointer> requestContext = p -> { };
+
+    /**
+     * The session whose {@link FuseSession#replyLater} answers SETLKW requests: with it, a
+     * blocking lock waits on a thread of its own, so that any number of waiters never takes all
+     * the serving threads (with 32 waiters on one lock the mount stopped answering, the holder's
+     * unlock included), and an INTERRUPT ends the wait with EINTR. Without it SETLKW waits on the
+     * serving thread.
+     *
+     * @param context called on the waiting thread with a copy of the request (header and
+     *                arguments) before the lock call, as the serving thread's interceptor is
+     *                (the caller's credentials come from it)
+     */
+    public void lateReplies(FuseSession s, java.util.function.Consumer<Pointer> context) {
+        requestContext = context;
+        session = s;
+    }
+
+    @Override
+    public void interrupt(long unique) {
+        LockWait w = lockWaits.get(unique);
+        if (w != null) {
+            w.interrupted = true;
+            Thread t = w.thread;
+            if (t != null) {
+                t.interrupt();
+            }
+        }
+    }
+
     /** GETLK, SETLK, SETLKW: POSIX record locks, or flock(2) locks with FUSE_LK_FLOCK (fuse.c). */
     private int lock(FuseRequest req, long node, Scratch s, FuseReply reply) {
         String path = pathOrEmpty(node);
-        FuseFileInfo fi = s.fi(0, req.argLong(LK_FH));
-        s.fiBytes.putLong(FI_LOCK_OWNER, req.argLong(LK_OWNER));
-        int type = req.argInt(LK_TYPE);
-        if ((req.argInt(LK_FLAGS) & FUSE_LK_FLOCK) != 0 && req.opcode() != FuseKernel.GETLK) {
-            int op = type == F_UNLCK ? LOCK_UN : type == 0 /* F_RDLCK */ ? LOCK_SH : LOCK_EX;
-            return fs.flock(path, fi, op | (req.opcode() == FuseKernel.SETLKW ? 0 : LOCK_NB));
+        long fh = req.argLong(LK_FH), owner = req.argLong(LK_OWNER), start = req.argLong(LK_START), end = req.argLong(LK_END);
+        int type = req.argInt(LK_TYPE), pid = req.argInt(LK_PID), opcode = req.opcode();
+        boolean flock = (req.argInt(LK_FLAGS) & FUSE_LK_FLOCK) != 0;
+        FuseSession later = session;
+        if (opcode != FuseKernel.SETLKW || later == null) {
+            return lockNow(path, fh, owner, type, start, end, pid, opcode, flock, s, reply);
         }
-        long start = req.argLong(LK_START);
-        long end = req.argLong(LK_END);
+        long unique = req.unique();
+        byte[] bytes = new byte[req.length()];
+        req.pointer().get(0, bytes, 0, bytes.length);
+        ByteBuffer copy = ByteBuffer.allocateDirect(bytes.length).put(0, bytes);
+        LockWait w = new LockWait();
+        lockWaits.put(unique, w);
+        lockWaiters.execute(() -> {
+            int r;
+            try {
+                w.thread = Thread.currentThread();
+                if (w.interrupted) {
+                    r = -FuseKernel.EINTR;
+                } else {
+                    requestContext.accept(Pointer.wrap(rt, copy));
+                    r = lockNow(path, fh, owner, type, start, end, pid, opcode, flock, new Scratch(false), null);
+                }
+            } catch (RuntimeException | Error e) {
+                LOG.warn("SETLKW on {} failed: {}", path, e.toString(), e);
+                r = -FuseKernel.EIO;
+            } finally {
+                lockWaits.remove(unique);
+                Thread.interrupted(); // an INTERRUPT that came after the wait ended
+            }
+            if (w.interrupted && r == -FuseKernel.EIO) {
+                r = -FuseKernel.EINTR; // the wait was cut short by the interrupt, wherever it was
+            }
+            later.replyLater(unique, r > 0 ? -FuseKernel.EIO : r);
+        });
+        return FuseSession.LATER;
+    }
+
+    private int lockNow(String path, long fh, long owner, int type, long start, long end, int pid, int opcode, boolean flock,
+                        Scratch s, FuseReply reply) {
+        FuseFileInfo fi = s.fi(0, fh);
+        s.fiBytes.putLong(FI_LOCK_OWNER, owner);
+        if (flock && opcode != FuseKernel.GETLK) {
+            int op = type == F_UNLCK ? LOCK_UN : type == 0 /* F_RDLCK */ ? LOCK_SH : LOCK_EX;
+            return fs.flock(path, fi, op | (opcode == FuseKernel.SETLKW ? 0 : LOCK_NB));
+        }
         ByteBuffer l = s.flockBytes;
         l.putShort(0, (short) type).putShort(2, (short) 0 /* SEEK_SET */).putLong(8, start)
-                .putLong(16, end == Long.MAX_VALUE || end == -1 ? 0 : end - start + 1).putInt(24, req.argInt(LK_PID));
-        int cmd = req.opcode() == FuseKernel.GETLK ? F_GETLK : req.opcode() == FuseKernel.SETLKW ? F_SETLKW : F_SETLK;
+                .putLong(16, end == Long.MAX_VALUE || end == -1 ? 0 : end - start + 1).putInt(24, pid);
+        int cmd = opcode == FuseKernel.GETLK ? F_GETLK : opcode == FuseKernel.SETLKW ? F_SETLKW : F_SETLK;
         int r = fs.lock(path, fi, cmd, s.flock);
         if (r != 0 || cmd != F_GETLK) {
             return r;
