@@ -1842,11 +1842,23 @@ public final class GranaryVfs implements AutoCloseable {
     private MdsClient.LockReply lockCall(Caller c, long ino, LockInfo l, boolean test) {
         ensureRenewer();
         atMds(ino);
+        boolean holding = !heldLocks.isEmpty();
         MdsClient.LockReply r = mds.lock(c, ino, l, test, config.lockLease().toNanos());
-        if (r.leaseExpired()) {
+        // A lease that ran out while this client held nothing (the renewer renews only while
+        // locks are held) lost nothing: the call renews it. Regression: every first lock after
+        // lock_lease without locks warned that held locks were released.
+        if (r.leaseExpired() && holding) {
+            leaseLosses.incrementAndGet();
             LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
         }
         return r;
+    }
+
+    private final AtomicLong leaseLosses = new AtomicLong();
+
+    /** How many times this client found its lock lease run out while it held locks (which it then lost). */
+    public long lockLeaseLosses() {
+        return leaseLosses.get();
     }
 
     /** Starts the lease renewal of this client's session (once, at its first lock call). */
@@ -1859,6 +1871,7 @@ public final class GranaryVfs implements AutoCloseable {
                 }
                 try {
                     if (mds.renewSession(caller(0, 0), session, config.lockLease().toNanos())) {
+                        leaseLosses.incrementAndGet();
                         LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
                     }
                 } catch (RuntimeException e) {
