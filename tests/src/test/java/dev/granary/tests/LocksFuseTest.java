@@ -94,6 +94,21 @@ class LocksFuseTest {
     }
 
     /**
+     * Runs Python code that starts with {@code imports}, then holds a POSIX write lock and an
+     * exclusive flock on a new file {@code name} of mount A (descriptors {@code fd}, {@code fl};
+     * its path is {@code p}), then runs {@code rest}; returns what it printed.
+     */
+    private static String holdingBothLocks(String name, String imports, String rest) throws Exception {
+        Path file = mntA.resolve(name);
+        Files.writeString(file, "x");
+        return Shell.ok(tmp, "python3 -c \"" + imports
+                + "p = sys.argv[1]\n"
+                + "fd = os.open(p, os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+                + "fl = os.open(p, os.O_RDONLY); fcntl.flock(fl, fcntl.LOCK_EX)\n"
+                + rest + "\" " + file);
+    }
+
+    /**
      * 40 processes blocked in F_SETLKW and flock(LOCK_EX) on one file, more than the mount's 32
      * serving threads: the mount still answers (a stat, the holder's unlock), and every waiter
      * gets the lock once the holder lets go. Regression: each blocked wait held a serving thread,
@@ -102,13 +117,8 @@ class LocksFuseTest {
      */
     @Test
     void moreLockWaitersThanServingThreadsLeaveTheMountServing() throws Exception {
-        Path file = mntA.resolve("crowded.dat");
-        Files.writeString(file, "x");
-        String out = Shell.ok(tmp, "python3 -c \"import fcntl, os, subprocess, sys, time\n"
-                + "p = sys.argv[1]\n"
-                + "fd = os.open(p, os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX)\n"
-                + "fl = os.open(p, os.O_RDONLY); fcntl.flock(fl, fcntl.LOCK_EX)\n"
-                + "kids = []\n"
+        String out = holdingBothLocks("crowded.dat", "import fcntl, os, subprocess, sys, time\n",
+                "kids = []\n"
                 + "for i in range(40):\n"
                 + "    pid = os.fork()\n"
                 + "    if pid == 0:\n"
@@ -120,7 +130,7 @@ class LocksFuseTest {
                 + "print('stat rc', subprocess.run(['timeout', '30', 'stat', '-c', '%s', p], capture_output=True).returncode)\n"
                 + "fcntl.lockf(fd, fcntl.LOCK_UN); fcntl.flock(fl, fcntl.LOCK_UN); print('unlocked')\n"
                 + "done = sum(1 for k in kids if os.waitpid(k, 0)[1] == 0)\n"
-                + "print('waiters done', done)\" " + file);
+                + "print('waiters done', done)");
         assertEquals(List.of("stat rc 0", "unlocked", "waiters done 40"), out.lines().toList());
     }
 
@@ -132,13 +142,8 @@ class LocksFuseTest {
      */
     @Test
     void aSignalEndsABlockingLockWait() throws Exception {
-        Path file = mntA.resolve("waited.dat");
-        Files.writeString(file, "x");
-        String out = Shell.ok(tmp, "python3 -c \"import fcntl, os, signal, sys, time\n"
-                + "p = sys.argv[1]\n"
-                + "fd = os.open(p, os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX)\n"
-                + "fl = os.open(p, os.O_RDONLY); fcntl.flock(fl, fcntl.LOCK_EX)\n"
-                + "pid = os.fork()\n"
+        String out = holdingBothLocks("waited.dat", "import fcntl, os, signal, sys, time\n",
+                "pid = os.fork()\n"
                 + "if pid == 0:\n"
                 + "    def h(*a): raise TimeoutError()\n"
                 + "    signal.signal(signal.SIGALRM, h)\n"
@@ -159,7 +164,7 @@ class LocksFuseTest {
                 + "while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.time() - t < 8: time.sleep(0.05)\n"
                 + "print('waiter gone before the holder let go', time.time() - t < 8)\n"
                 + "fcntl.lockf(fd, fcntl.LOCK_UN); fcntl.flock(fl, fcntl.LOCK_UN)\n"
-                + "os.waitpid(pid, 0) if time.time() - t >= 8 else None\" " + file);
+                + "os.waitpid(pid, 0) if time.time() - t >= 8 else None");
         assertEquals(List.of("fcntl interrupted True", "flock interrupted True", "holder keeps it True", "waiter gone before the holder let go True"),
                 out.lines().toList());
     }
