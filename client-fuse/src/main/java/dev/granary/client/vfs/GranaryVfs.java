@@ -172,6 +172,8 @@ public final class GranaryVfs implements AutoCloseable {
     private record LockKey(long ino, long owner, LockKind kind) {}
 
     private final Set<LockKey> heldLocks = ConcurrentHashMap.newKeySet();
+    /** Times the lock lease was found run out while locks were held ({@link #lockLeaseLosses}). */
+    private final AtomicLong leaseLosses = new AtomicLong();
     private final java.util.concurrent.atomic.AtomicBoolean renewerStarted = new java.util.concurrent.atomic.AtomicBoolean();
     private final java.util.concurrent.ScheduledExecutorService renewer = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "granary-lock-lease");
@@ -1848,13 +1850,16 @@ public final class GranaryVfs implements AutoCloseable {
         // locks are held) lost nothing: the call renews it. Regression: every first lock after
         // lock_lease without locks warned that held locks were released.
         if (r.leaseExpired() && holding) {
-            leaseLosses.incrementAndGet();
-            LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
+            leaseLost();
         }
         return r;
     }
 
-    private final AtomicLong leaseLosses = new AtomicLong();
+    /** Counts and reports a lease found run out while this client held locks: the MDS released them. */
+    private void leaseLost() {
+        leaseLosses.incrementAndGet();
+        LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
+    }
 
     /** How many times this client found its lock lease run out while it held locks (which it then lost). */
     public long lockLeaseLosses() {
@@ -1871,8 +1876,7 @@ public final class GranaryVfs implements AutoCloseable {
                 }
                 try {
                     if (mds.renewSession(caller(0, 0), session, config.lockLease().toNanos())) {
-                        leaseLosses.incrementAndGet();
-                        LOG.warn("the lock lease of this client ran out before it was renewed: locks it held were released");
+                        leaseLost();
                     }
                 } catch (RuntimeException e) {
                     LOG.warn("renewing the lock lease failed (locks are released {} after the last renewal): {}",

@@ -791,9 +791,8 @@ public final class PathFsAdapter implements LowLevelFs {
             return lockNow(path, fh, owner, type, start, end, pid, opcode, flock, s, reply);
         }
         long unique = req.unique();
-        byte[] bytes = new byte[req.length()];
-        req.pointer().get(0, bytes, 0, bytes.length);
-        ByteBuffer copy = ByteBuffer.allocateDirect(bytes.length).put(0, bytes);
+        Pointer copy = jnr.ffi.Memory.allocateDirect(rt, req.length());
+        req.pointer().transferTo(0, copy, 0, req.length()); // the serving thread's buffer takes the next request
         LockWait w = new LockWait();
         lockWaits.put(unique, w);
         lockWaiters.execute(() -> {
@@ -803,7 +802,7 @@ public final class PathFsAdapter implements LowLevelFs {
                 if (w.interrupted) {
                     r = -FuseKernel.EINTR;
                 } else {
-                    requestContext.accept(Pointer.wrap(rt, copy));
+                    requestContext.accept(copy);
                     r = lockNow(path, fh, owner, type, start, end, pid, opcode, flock, new Scratch(false), null);
                 }
             } catch (RuntimeException | Error e) {
