@@ -12,9 +12,11 @@ Every size scales with BENCH_SCALE (default 1.0). The workloads, per target, in 
              threads, reported), the two AU datasets
   metadata   create, stat, readdir, unlink of 10,000 empty files (one thread)
   cold  ->   sequential read (dd bs=1M) cold, then warm (again)
-  cold  ->   4 parallel dd readers on 4 files; fio random 128 KiB reads; small files read with
-             8 threads
+  cold  ->   4 parallel dd readers on 4 files; cold -> fio random 128 KiB reads; cold -> small
+             files read with 8 threads
   cold  ->   PyTorch DataLoader over the small files; the MLPerf-Storage-style AU searches
+Each timed step (AU searches aside) runs BENCH_REPEAT times (default 3; 1 below scale 0.25: the
+CI smoke) and its figure is the median; each starts once the machine is quiet (wait_quiet).
 "cold" = page cache dropped, and for the FUSE targets their own caches emptied: Granary's OSS
 read caches dropped (`granary cache drop`, the processes keep running, as issue #4 defines a cold
 read), s3fs remounted, rclone remounted with an emptied VFS cache.
@@ -37,6 +39,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -64,8 +67,12 @@ WARM_TOLERANCE = 0.10  # warm-up parts repeat until two rounds in a row are with
 class Plan:
     """Every size of the run, from BENCH_SCALE."""
 
-    def __init__(self, scale):
+    def __init__(self, scale, repeat=None):
         self.scale = scale
+        # timed repetitions of each figure (the median is reported): one sample of a step moved
+        # 30-60% between runs of this shared 2-core machine (stat 10,612-25,222 ops/s, small
+        # files read 588-901 files/s, Granary alone, 2026-12-06)
+        self.repeat = repeat if repeat is not None else (3 if scale >= 0.25 else 1)
         self.seq_bytes = max(8, round(2048 * scale)) * MIB           # 2 GiB
         self.par_bytes = max(2, round(512 * scale)) * MIB            # each of the 4 parallel files
         self.small_count = max(40, round(5000 * scale))              # 100 KiB files
@@ -87,7 +94,7 @@ class Plan:
         return (f"sequential file {self.seq_bytes // MIB} MiB; 4 x {self.par_bytes // MIB} MiB for the parallel readers; "
                 f"{self.small_count} x 100 KiB small files; {self.meta_count} files for metadata; "
                 f"unet3d-like {self.unet_count} x {self.unet_bytes // MIB} MiB .npz; retinanet-like {self.retina_count} x 320 KiB; "
-                f"{self.au_steps} batches per simulated accelerator")
+                f"{self.au_steps} batches per simulated accelerator; each timed figure the median of {self.repeat} repetition(s)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,6 +154,35 @@ def jit_cpu_seconds(pid):
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cpu_busy(seconds):
+    """Share of the machine's CPU time (all cores) that was not idle over the next `seconds`
+    (/proc/stat; time waiting on disk counts as busy: a compaction or writeback still runs)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v[:8]), v[3]  # user..steal; idle
+    t0, i0 = sample()
+    time.sleep(seconds)
+    t1, i1 = sample()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+QUIET_BUSY = 0.10   # a step starts once the machine is at most this busy over one QUIET_SAMPLE
+QUIET_SAMPLE = 0.5  # seconds
+QUIET_MAX = 30.0    # seconds waited at most
+
+
+def wait_quiet():
+    """Waits until the machine is quiet (at most QUIET_BUSY busy over QUIET_SAMPLE s), at most
+    QUIET_MAX s; returns the seconds waited. Work a step leaves running (compactions, uploads, JIT,
+    writeback) then does not land in the next step's figure. Same rule for every target."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < QUIET_MAX:
+        if cpu_busy(QUIET_SAMPLE) <= QUIET_BUSY:
+            break
+    return time.perf_counter() - t0
 
 
 def drop_caches():
@@ -719,6 +755,17 @@ def setup_files(target, plan):
     return {"small_write": rate}
 
 
+def small_write_again(target, plan, i):
+    """Another repetition of the small-file write: as many files into a new folder (small-w{i}),
+    removed after the timed writes; returns files/s."""
+    d = os.path.join(target.root, f"small-w{i}")
+    os.makedirs(d)
+    rate = write_many([os.path.join(d, f"f{k:06d}") for k in range(plan.small_count)], plan.small_bytes,
+                      random_chunk(plan.small_bytes, 3), 8)
+    shutil.rmtree(d)
+    return {"small_write": rate}
+
+
 def metadata(target, plan, phase):
     """One metadata phase over plan.meta_count empty files in meta/: create, stat, readdir, unlink."""
     d = os.path.join(target.root, "meta")
@@ -971,12 +1018,22 @@ class Runner:
         self.failures = []
         self.skipped = []  # steps not run here, with the reason (printed in the report)
         self.jit = collections.defaultdict(dict)        # target -> workload -> JIT compiler CPU-s in it
+        self.quiet = collections.defaultdict(dict)      # target -> timed workload -> s waited for a quiet machine
+        self.samples = collections.defaultdict(lambda: collections.defaultdict(list))  # target -> row -> each repetition's value
 
     def step(self, t, workload, rows, fn):
+        if rows:  # a timed step: the previous step's background work must not land in its figure
+            self.quiet[t.name][workload] = wait_quiet()
         before = self.counter.snapshot() if t.bucket else None
         jit_before = jit_cpu_seconds(t.daemon_pid())
         try:
-            self.figures[t.name].update(fn())
+            for k, v in fn().items():
+                if self.figures[t.name].get(k) == "fails":
+                    continue  # an earlier repetition failed: the figure stays failed
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self.samples[t.name][k].append(v)
+                    v = statistics.median(self.samples[t.name][k])
+                self.figures[t.name][k] = v
         except Exception as e:
             msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             log(f"  {t.name}: {workload} FAILED: {msg}")
@@ -994,7 +1051,9 @@ class Runner:
         if jit_before is not None and jit_after is not None:
             self.jit[t.name][workload] = jit_after - jit_before
         shown = {r: self.figures[t.name].get(r) for r in rows}
-        log(f"  {t.name}: {workload}: " + ", ".join(f"{k}={fmt(v)}" for k, v in shown.items()))
+        waited = self.quiet[t.name].get(workload)
+        log(f"  {t.name}: {workload}: " + ", ".join(f"{k}={fmt(v)}" for k, v in shown.items())
+            + (f" (after {waited:.1f} s waiting for a quiet machine)" if waited is not None else ""))
 
     def run(self, t):
         """All workloads on t, in order; a start or restart that fails marks the rest "fails"."""
@@ -1014,20 +1073,31 @@ class Runner:
         log(f"== {t.label} at {t.root}")
         t.start()
         self.step(t, "warm-up", [], lambda: warm_up(t, p))
-        self.step(t, "write", ["write", "write_s3"], lambda: seq_write(t, p))
+        # Each timed figure is the median of plan.repeat repetitions (the AU searches excepted:
+        # each is already a series of runs), every repetition prepared as the first.
+        for _ in range(p.repeat):
+            self.step(t, "write", ["write", "write_s3"], lambda: seq_write(t, p))
         self.step(t, "setup", ["small_write"], lambda: setup_files(t, p))
-        for phase in ("create", "stat", "readdir", "unlink"):
-            drop_caches()
-            self.step(t, f"meta_{phase}", [f"meta_{phase}"], lambda: metadata(t, p, phase))
-        self.cold(t)
-        self.step(t, "read_cold", ["read_cold"], lambda: seq_read(t, p, "cold"))
-        self.step(t, "read_warm", ["read_warm"], lambda: seq_read(t, p, "warm"))
-        self.cold(t)
-        self.step(t, "par4", ["par4"], lambda: parallel_read(t, p))
-        self.step(t, "rand", ["rand_iops", "rand_mib"], lambda: random_read(t, p, w))
-        self.step(t, "small_read", ["small_read"], lambda: small_read(t, p))
-        self.cold(t)
-        self.step(t, "loader", ["loader"], lambda: dataloader(t, p, self.python, self.info))
+        for i in range(1, p.repeat):
+            self.step(t, "small_write", ["small_write"], lambda: small_write_again(t, p, i))
+        for _ in range(p.repeat):
+            for phase in ("create", "stat", "readdir", "unlink"):
+                drop_caches()
+                self.step(t, f"meta_{phase}", [f"meta_{phase}"], lambda: metadata(t, p, phase))
+        for _ in range(p.repeat):
+            self.cold(t)
+            self.step(t, "read_cold", ["read_cold"], lambda: seq_read(t, p, "cold"))
+            self.step(t, "read_warm", ["read_warm"], lambda: seq_read(t, p, "warm"))
+        for _ in range(p.repeat):
+            self.cold(t)
+            self.step(t, "par4", ["par4"], lambda: parallel_read(t, p))
+            self.cold(t)
+            self.step(t, "rand", ["rand_iops", "rand_mib"], lambda: random_read(t, p, w))
+            self.cold(t)
+            self.step(t, "small_read", ["small_read"], lambda: small_read(t, p))
+        for _ in range(p.repeat):
+            self.cold(t)
+            self.step(t, "loader", ["loader"], lambda: dataloader(t, p, self.python, self.info))
         self.step(t, "au_unet3d", ["au_unet3d"], lambda: au_search(t, p, UNET3D, p.unet_bytes))
         self.step(t, "au_retinanet", ["au_retinanet"], lambda: au_search(t, p, RETINANET, p.retina_bytes))
 
@@ -1225,6 +1295,17 @@ def report(runner, plan, targets, info, counter, elapsed):
     if judge:
         out += ["", f"Granary's warm sequential read is {' and '.join(judge)}; the goal is ≥ 80% of the no-op ceiling."]
 
+    repeated = [(row, label, unit) for row, label, unit in ROWS
+                if any(len(runner.samples[n].get(row, [])) > 1 for n in names)]
+    if repeated:
+        out += ["", "## Repetitions", "",
+                f"Each figure above is the median of {plan.repeat} timed repetitions (cold ones each after their own "
+                "cache emptying); each repetition's figure, in order:", "",
+                "| figure | unit | " + " | ".join(labels[n] for n in names) + " |", "|---|---|" + "---:|" * len(names)]
+        for row, label, unit in repeated:
+            out.append(f"| {label.format(**subst)} | {unit} | "
+                       + " | ".join(", ".join(fmt(v) for v in runner.samples[n].get(row, [])) for n in names) + " |")
+
     out += ["", "## S3 requests per workload (counted at the S3 server)", ""]
     if counter.reason:
         out.append(f"n/a: {counter.reason}.")
@@ -1241,7 +1322,7 @@ def report(runner, plan, targets, info, counter, elapsed):
         out += ["", "Counted in the kernel: an iptables rule per (method, bucket) on loopback packets to S3Proxy's port "
                 "that start an HTTP request line `METHOD /bucket` (path-style). Each FUSE target has its own bucket, so "
                 "the counts are per target; requests a workload causes after it returns (rclone's uploads) are waited for "
-                "and counted in it. The local directory issues none."]
+                "and counted in it. A repeated workload's counts are those of its last repetition. The local directory issues none."]
 
     warm = [(t, runner.figures.get(t.name, {}).get("warm_rounds")) for t in targets]
     warm = [(t, w) for t, w in warm if isinstance(w, dict) and w]
@@ -1260,13 +1341,24 @@ def report(runner, plan, targets, info, counter, elapsed):
                 "| " + " | ".join(jit.keys()) + " |", "|" + "---:|" * len(jit),
                 "| " + " | ".join(f"{v:.1f}" for v in jit.values()) + " |"]
 
+    quiet = [(t, runner.quiet.get(t.name)) for t in targets if runner.quiet.get(t.name)]
+    if quiet:
+        steps = list(quiet[0][1].keys())
+        out += ["", "## Waits for a quiet machine", "",
+                f"Before each timed step the run waits until the machine's CPU is at most {QUIET_BUSY:.0%} busy over "
+                f"{QUIET_SAMPLE:g} s (disk waits count as busy), at most {QUIET_MAX:g} s, so that work a step leaves "
+                "running (compactions, uploads, writeback, the JIT) is not timed in the next one. Seconds waited "
+                f"({QUIET_MAX:g} = the machine never got quiet):", "",
+                "| target | " + " | ".join(steps) + " |", "|---|" + "---:|" * len(steps)]
+        for t, q in quiet:
+            out.append(f"| {t.label} | " + " | ".join(f"{q[k]:.1f}" if k in q else "" for k in steps) + " |")
+
     out += ["", "## How it was measured", "",
             "- **cold**: `sync; echo 3 > /proc/sys/vm/drop_caches` and, for the FUSE targets, their own caches emptied: "
             "Granary's OSS read caches dropped with `granary cache drop` (the quickstart keeps running: the client holds "
             "no data cache besides the kernel's page cache), s3fs "
-            "remounted, rclone remounted with its VFS cache folder emptied. Cold points: before the sequential read; "
-            "before the parallel, random and small-file reads (each reads files not read since); before the DataLoader "
-            "and the AU searches. **warm**: the same file read again right after. Share of the file in the page cache "
+            "remounted, rclone remounted with its VFS cache folder emptied. Cold points: before each repetition of the sequential read, "
+            "of the parallel, random and small-file reads and of the DataLoader, and before the AU searches. **warm**: the same file read again right after. Share of the file in the page cache "
             "when the warm read started (`fincore`): " + (", ".join(
                 f"{t.label} {runner.figures[t.name]['warm_resident']:.0f}%" for t in targets
                 if isinstance(runner.figures.get(t.name, {}).get("warm_resident"), (int, float))) or "not measured") + ". "
@@ -1407,7 +1499,10 @@ def main():
     selected = os.environ.get("BENCH_TARGETS", "local,granary,s3fs,rclone").split(",")
     if not selected or any(n not in ("local", "granary", "s3fs", "rclone") for n in selected):
         sys.exit(f"compare.py: BENCH_TARGETS is a comma list of local,granary,s3fs,rclone, got {selected}")
-    plan = Plan(scale)
+    repeat = os.environ.get("BENCH_REPEAT")
+    if repeat is not None and not (repeat.isdigit() and 1 <= int(repeat) <= 9):
+        sys.exit(f"compare.py: BENCH_REPEAT must be a whole number in [1, 9], got {repeat}")
+    plan = Plan(scale, int(repeat) if repeat else None)
     work = os.path.abspath(a.work)
     state = State(work)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -9,7 +9,9 @@
 #   bench/compare.sh                      # full size (2 GiB files, 5,000 small files, 10,000 metadata ops)
 #   BENCH_SCALE=0.01 bench/compare.sh     # CI smoke: a couple of minutes
 # Environment: BENCH_SCALE (default 1.0), BENCH_WORK (scratch parent, default /var/tmp),
-#   BENCH_KEEP=1 (keep the scratch folder), RCLONE_VFS_CACHE_MODE (default full).
+#   BENCH_KEEP=1 (keep the scratch folder), RCLONE_VFS_CACHE_MODE (default full), BENCH_TARGETS
+#   (a subset of local,granary,s3fs,rclone), BENCH_REPEAT (timed repetitions per figure, median
+#   reported; default 3, 1 below BENCH_SCALE=0.25).
 # Needs root (FUSE mounts, drop_caches, iptables request counting); installs s3fs, rclone, fio,
 # iptables, python3-matplotlib and libfuse3-3 with apt when missing. Unmounts and stops everything on exit.
 set -euo pipefail
