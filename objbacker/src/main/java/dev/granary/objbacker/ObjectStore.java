@@ -31,6 +31,18 @@ public interface ObjectStore extends AutoCloseable {
         throw new UnsupportedOperationException(getClass().getSimpleName() + " does not sign URLs");
     }
 
+    /**
+     * A URL for an HTTP PUT of object {@code key} (its whole body, with a {@code Content-Length})
+     * by someone who holds no credentials (S3 presigned URLs, SigV4 query-string authentication,
+     * payload unsigned), valid for {@code ttl}. Signing sends no request.
+     *
+     * @throws UnsupportedOperationException when the store cannot sign URLs, or will not let a
+     *         body travel unprotected to it (see {@link S3ObjectStore#presignPut})
+     */
+    default java.net.URI presignPut(String key, java.time.Duration ttl) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " does not sign URLs");
+    }
+
     /** Deletes {@code key}; deleting a missing key is not an error (S3 semantics). */
     void delete(String key);
 

@@ -435,8 +435,21 @@ public final class S3ObjectStore implements ObjectStore {
         }
     }
 
-    /** Signs URLs for {@link #presignGet}; built at first use (guarded by this). */
+    /** Signs URLs for {@link #presignGet} and {@link #presignPut}; built at first use (guarded by this). */
     private software.amazon.awssdk.services.s3.presigner.S3Presigner presigner;
+
+    private synchronized software.amazon.awssdk.services.s3.presigner.S3Presigner presigner() {
+        if (presigner == null) {
+            presigner = software.amazon.awssdk.services.s3.presigner.S3Presigner.builder()
+                    .endpointOverride(config.endpoint())
+                    .region(Region.of(config.region()))
+                    .credentialsProvider(StaticCredentialsProvider.create(
+                            AwsBasicCredentials.create(config.accessKey(), config.secretKey())))
+                    .serviceConfiguration(S3Configuration.builder().pathStyleAccessEnabled(config.pathStyle()).build())
+                    .build();
+        }
+        return presigner;
+    }
 
     /**
      * {@inheritDoc} Here: a SigV4 presigned GetObject URL of the bucket's endpoint, path-style
@@ -446,23 +459,36 @@ public final class S3ObjectStore implements ObjectStore {
     @Override
     public java.net.URI presignGet(String key, Duration ttl) {
         String fullKey = fullKey(key);
-        software.amazon.awssdk.services.s3.presigner.S3Presigner p;
-        synchronized (this) {
-            if (presigner == null) {
-                presigner = software.amazon.awssdk.services.s3.presigner.S3Presigner.builder()
-                        .endpointOverride(config.endpoint())
-                        .region(Region.of(config.region()))
-                        .credentialsProvider(StaticCredentialsProvider.create(
-                                AwsBasicCredentials.create(config.accessKey(), config.secretKey())))
-                        .serviceConfiguration(S3Configuration.builder().pathStyleAccessEnabled(config.pathStyle()).build())
-                        .build();
-            }
-            p = presigner;
+        Duration d = min(ttl, Duration.ofDays(7));
+        try {
+            return presigner().presignGetObject(b -> b.signatureDuration(d)
+                    .getObjectRequest(g -> g.bucket(config.bucket()).key(fullKey))).url().toURI();
+        } catch (java.net.URISyntaxException e) {
+            throw new ObjectStoreException(ObjectStoreException.Kind.INVALID, "cannot sign a URL for " + where(fullKey), e);
+        }
+    }
+
+    /**
+     * {@inheritDoc} Here: a SigV4 presigned PutObject URL (S3 API "Uploading objects with
+     * presigned URLs"), at most 7 days; the body it carries is not signed, so only where nothing
+     * between the holder and S3 can change it unseen: https (TLS), or http to a loopback address
+     * (the rule of {@link LoopbackPayloadSigning}, which uploads through the SDK follow too). Over
+     * plain http to another host the SDK's own PUTs sign the body (SHA-256), and this refuses.
+     *
+     * @throws UnsupportedOperationException for plain http to a host that is not loopback
+     */
+    @Override
+    public java.net.URI presignPut(String key, Duration ttl) {
+        String fullKey = fullKey(key);
+        java.net.URI endpoint = config.endpoint();
+        if (!"https".equalsIgnoreCase(endpoint.getScheme()) && !LoopbackPayloadSigning.unsignedOn(endpoint)) {
+            throw new UnsupportedOperationException("PUT URLs carry unsigned bodies: not signed for plain http to "
+                    + endpoint.getHost() + " (upload through the OSS, which signs them)");
         }
         Duration d = min(ttl, Duration.ofDays(7));
         try {
-            return p.presignGetObject(b -> b.signatureDuration(d)
-                    .getObjectRequest(g -> g.bucket(config.bucket()).key(fullKey))).url().toURI();
+            return presigner().presignPutObject(b -> b.signatureDuration(d)
+                    .putObjectRequest(r -> r.bucket(config.bucket()).key(fullKey))).url().toURI();
         } catch (java.net.URISyntaxException e) {
             throw new ObjectStoreException(ObjectStoreException.Kind.INVALID, "cannot sign a URL for " + where(fullKey), e);
         }

@@ -39,6 +39,9 @@ class DirectReadsFuseTest {
         dev.granary.tools.prereq.Prerequisites.ensureFuse();
         GranaryConfig cfg = MiniCluster.configFor(tmp.resolve("cluster"));
         cfg.client.directReads = true;
+        // written through the OSSes, as with direct writes off: the first case reads blocks from
+        // the OSS caches they passed through (DirectWritesFuseTest covers direct writes)
+        cfg.client.directWrites = false;
         cluster = MiniCluster.start(cfg);
     }
 
@@ -67,7 +70,7 @@ class DirectReadsFuseTest {
         long gets0 = ossGets();
         try (Nodes.Client r = cluster.mount(tmp.resolve("r1"))) {
             assertArrayEquals(data, Files.readAllBytes(r.mount().mountPoint().resolve("f")));
-            assertEquals(0, ((DirectReadBlockIo) r.blocks()).directGets(), "cached blocks come from the OSS");
+            assertEquals(0, r.directReads().directGets(), "cached blocks come from the OSS");
         }
         assertEquals(gets0, ossGets(), "served from the OSS caches");
 
@@ -77,7 +80,7 @@ class DirectReadsFuseTest {
         try (Nodes.Client r = cluster.mount(tmp.resolve("r2"))) {
             Path f = r.mount().mountPoint().resolve("f");
             assertArrayEquals(data, Files.readAllBytes(f));
-            DirectReadBlockIo io = (DirectReadBlockIo) r.blocks();
+            DirectReadBlockIo io = r.directReads();
             assertTrue(io.directGets() >= 5, "one GET per block at least: " + io.directGets());
             assertEquals(0, io.fallbacks(), "no direct GET failed");
             try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ)) {
@@ -159,7 +162,7 @@ class DirectReadsFuseTest {
         new Random(12).nextBytes(data2);
         try (Nodes.Client r = cluster.mount(tmp.resolve("dr"))) {
             Path f = r.mount().mountPoint().resolve("d");
-            DirectReadBlockIo io = (DirectReadBlockIo) r.blocks();
+            DirectReadBlockIo io = r.directReads();
             try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ)) {
                 for (int k = 0; k < stripes; k++) { // two random reads per stripe
                     readAndCheck(ch, data, (long) k * 4 * MIB + 5L * slot);
@@ -211,7 +214,7 @@ class DirectReadsFuseTest {
         // Sparse random reads, one per stripe, on a fresh client: one ranged GET each, no stripe fetched whole.
         dropOssCaches();
         try (Nodes.Client r = cluster.mount(tmp.resolve("ds"))) {
-            DirectReadBlockIo io = (DirectReadBlockIo) r.blocks();
+            DirectReadBlockIo io = r.directReads();
             try (FileChannel ch = FileChannel.open(r.mount().mountPoint().resolve("d"), StandardOpenOption.READ)) {
                 long before = io.directGets();
                 for (int k = stripes - 1; k >= 0; k--) {

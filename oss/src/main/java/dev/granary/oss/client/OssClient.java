@@ -16,6 +16,8 @@ import dev.granary.oss.proto.ObjectStorageServiceGrpc;
 import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
 import dev.granary.oss.proto.ReadBlockRequest;
+import dev.granary.oss.proto.SignPutReply;
+import dev.granary.oss.proto.SignPutRequest;
 import dev.granary.oss.proto.WriteBlockRequest;
 import io.grpc.Deadline;
 import io.grpc.ManagedChannel;
@@ -215,6 +217,18 @@ public final class OssClient implements BlockIo {
     public CompletableFuture<LocateBlockReply> locate(int ost, String key, int ttlSeconds) {
         LocateBlockRequest req = LocateBlockRequest.newBuilder().setOst(ost).setKey(key).setTtlSeconds(ttlSeconds).build();
         return call(ost, "locate of block " + key + " on OST " + ost, stub -> stub.locateBlock(req));
+    }
+
+    /**
+     * A URL the OSS signed for a PUT of new block {@code key} of OST {@code ost} straight to S3,
+     * valid {@code ttlSeconds} (oss.proto, SignPut); empty when that OSS uploads blocks itself
+     * (write the block with {@link #write}). Fails with {@link OssException} (UNIMPLEMENTED from
+     * an OSS older than SignPut; INVALID_ARGUMENT for a bad key).
+     */
+    public CompletableFuture<String> signPut(int ost, String key, int ttlSeconds) {
+        SignPutRequest req = SignPutRequest.newBuilder().setOst(ost).setKey(key).setTtlSeconds(ttlSeconds).build();
+        return call(ost, "signing a PUT of block " + key + " on OST " + ost, stub -> stub.signPut(req))
+                .thenApply(SignPutReply::getUrl);
     }
 
     /** Deletes blocks {@code keys} of OST {@code ost}; missing blocks are not an error. */

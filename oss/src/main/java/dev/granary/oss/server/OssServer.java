@@ -18,6 +18,8 @@ import dev.granary.oss.proto.OssStatusReply;
 import dev.granary.oss.proto.OssStatusRequest;
 import dev.granary.oss.proto.ReadBlockReply;
 import dev.granary.oss.proto.ReadBlockRequest;
+import dev.granary.oss.proto.SignPutReply;
+import dev.granary.oss.proto.SignPutRequest;
 import dev.granary.oss.proto.WriteBlockReply;
 import dev.granary.oss.proto.WriteBlockRequest;
 import io.grpc.Server;
@@ -305,6 +307,29 @@ public final class OssServer implements AutoCloseable {
                 out.onError(Status.UNIMPLEMENTED.withDescription("OST " + ost + ": " + e.getMessage()).asRuntimeException());
             } catch (ObjectStoreException e) {
                 out.onError(toStatus(e, "signing a URL of block " + key + " on OST " + ost).asRuntimeException());
+            }
+        }
+
+        @Override
+        public void signPut(SignPutRequest req, StreamObserver<SignPutReply> out) {
+            int ost = req.getOst();
+            String key = req.getKey();
+            try {
+                ObjectStore store = store(ost);
+                checkKey(ost, key);
+                long ttl = Math.max(1, Math.min(req.getTtlSeconds() == 0 ? 900 : req.getTtlSeconds(), 7 * 86400));
+                String url;
+                try {
+                    url = store.presignPut(key, java.time.Duration.ofSeconds(ttl)).toString();
+                } catch (UnsupportedOperationException e) {
+                    url = ""; // the client writes through this OSS (WriteBlock)
+                }
+                out.onNext(SignPutReply.newBuilder().setUrl(url).build());
+                out.onCompleted();
+            } catch (StatusRuntimeException e) {
+                out.onError(e);
+            } catch (ObjectStoreException e) {
+                out.onError(toStatus(e, "signing a PUT URL of block " + key + " on OST " + ost).asRuntimeException());
             }
         }
 

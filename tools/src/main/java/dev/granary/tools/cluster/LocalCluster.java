@@ -106,7 +106,9 @@ public final class LocalCluster implements AutoCloseable {
     /** Mounts the filesystem at {@code mountPoint} with a FUSE client of this cluster. */
     public Nodes.Client mount(Path mountPoint) {
         Nodes.Client client = Nodes.mount(cfg, mountPoint);
-        clients.add(client);
+        synchronized (clients) {
+            clients.add(client);
+        }
         return client;
     }
 
@@ -123,6 +125,20 @@ public final class LocalCluster implements AutoCloseable {
     /** The running OSS servers. */
     public List<OssServer> ossServers() {
         return oss;
+    }
+
+    /**
+     * S3 PUTs of blocks sent so far by this cluster: by its OSS servers, and by its clients
+     * straight to S3 ({@code client.direct_writes}), unmounted clients included.
+     */
+    public long s3Puts() {
+        long n = oss.stream().mapToLong(OssServer::s3Puts).sum();
+        synchronized (clients) {
+            for (Nodes.Client c : clients) {
+                n += c.directWrites() == null ? 0 : c.directWrites().directPuts();
+            }
+        }
+        return n;
     }
 
     /** A namespace client for administration (root identity). */

@@ -15,6 +15,7 @@ import dev.granary.objbacker.S3Config;
 import dev.granary.objbacker.S3ObjectStore;
 import dev.granary.oss.BlockIo;
 import dev.granary.oss.client.DirectReadBlockIo;
+import dev.granary.oss.client.DirectWriteBlockIo;
 import dev.granary.oss.OssConfig;
 import dev.granary.oss.client.OssClient;
 import dev.granary.oss.server.OssServer;
@@ -288,6 +289,12 @@ public final class Nodes {
 
     /** Direct GETs to S3 in flight per client at most ({@code client.direct_reads}). */
     static final int DIRECT_READ_THREADS = 16;
+    /**
+     * Direct PUTs to S3 in flight per client at most ({@code client.direct_writes}): as many as
+     * the uploads a client keeps in flight (its dirty stripes, {@code client.max_dirty}, go up
+     * together).
+     */
+    static final int DIRECT_WRITE_THREADS = 16;
 
     /** The FUSE client settings of the config. */
     public static ClientConfig clientConfig(GranaryConfig cfg) {
@@ -312,22 +319,50 @@ public final class Nodes {
 
     /**
      * A mounted client: its MDS client, OSS client, the block I/O its vfs reads and writes through
-     * (the OSS client, or {@link DirectReadBlockIo} over it with {@code client.direct_reads}), vfs
-     * and FUSE mount, closed together.
+     * (the OSS client; {@link DirectReadBlockIo} over it with {@code client.direct_reads};
+     * {@link DirectWriteBlockIo} over that with {@code client.direct_writes}), vfs and FUSE mount,
+     * closed together.
      */
     public record Client(MdsClient mds, OssClient oss, BlockIo blocks, GranaryVfs vfs, FuseMount mount) implements AutoCloseable {
+        /** The direct-read layer of {@link #blocks} ({@code client.direct_reads}), or null. */
+        public DirectReadBlockIo directReads() {
+            BlockIo b = blocks instanceof DirectWriteBlockIo w ? w.inner() : blocks;
+            return b instanceof DirectReadBlockIo r ? r : null;
+        }
+
+        /** The direct-write layer of {@link #blocks} ({@code client.direct_writes}), or null. */
+        public DirectWriteBlockIo directWrites() {
+            return blocks instanceof DirectWriteBlockIo w ? w : null;
+        }
+
         @Override
         public void close() {
             try {
                 mount.close();
             } finally {
                 vfs.close();
-                if (blocks != oss) {
-                    blocks.close();
-                }
+                closeBlocks(blocks, oss);
                 oss.close();
                 mds.close();
             }
+        }
+    }
+
+    /** The block I/O of a client over {@code oss}: direct reads and writes as the config says. */
+    static BlockIo clientBlocks(GranaryConfig cfg, OssClient oss) {
+        java.time.Duration io = Sizes.parseDuration(cfg.client.ioTimeout);
+        BlockIo blocks = cfg.client.directReads ? new DirectReadBlockIo(oss, io, DIRECT_READ_THREADS) : oss;
+        return cfg.client.directWrites ? new DirectWriteBlockIo(blocks, oss, io, DIRECT_WRITE_THREADS) : blocks;
+    }
+
+    /** Closes the layers of {@code blocks} over {@code oss} (not {@code oss} itself). */
+    static void closeBlocks(BlockIo blocks, OssClient oss) {
+        if (blocks instanceof DirectWriteBlockIo w) {
+            w.close();
+            blocks = w.inner();
+        }
+        if (blocks != oss) {
+            blocks.close();
         }
     }
 
@@ -344,17 +379,14 @@ public final class Nodes {
         OssClient oss = new OssClient(cfg.oss.stream().map(n -> n.address).toList(), dev.granary.oss.OssConfig.DEFAULT_MAX_MESSAGE_BYTES,
                 OssClient.DEFAULT_MAX_ATTEMPTS, Sizes.parseDuration(cfg.client.ioTimeout));
         ClientConfig cc = clientConfig(cfg);
-        BlockIo blocks = cfg.client.directReads
-                ? new DirectReadBlockIo(oss, Sizes.parseDuration(cfg.client.ioTimeout), DIRECT_READ_THREADS) : oss;
+        BlockIo blocks = clientBlocks(cfg, oss);
         GranaryVfs vfs = new GranaryVfs(mds, blocks, cc);
         try {
             vfs.getattr(ROOT, "/"); // the MDS answers (a leader is elected) before the kernel can ask anything
             return new Client(mds, oss, blocks, vfs, FuseMount.mount(vfs, mountPoint, cc));
         } catch (RuntimeException e) {
             vfs.close();
-            if (blocks != oss) {
-                blocks.close();
-            }
+            closeBlocks(blocks, oss);
             oss.close();
             mds.close();
             throw new UserError("cannot mount " + mountPoint + ": " + rootMessage(e), e);

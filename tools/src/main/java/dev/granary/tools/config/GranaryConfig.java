@@ -137,6 +137,8 @@ public final class GranaryConfig {
         public String fuseBinding = "auto";
         /** true: blocks not in their OSS's read cache are read straight from S3 with URLs the OSS signs (one hop less; credentials stay on the OSS). */
         public boolean directReads = false;
+        /** true: new blocks are PUT straight to S3 by the client with URLs the OSS signs (one hop less; credentials stay on the OSS; only over https or to a loopback S3). */
+        public boolean directWrites = false;
     }
 
     /** Raft settings of the MDS peers. */
@@ -357,6 +359,7 @@ public final class GranaryConfig {
         c.osts.add(new Ost(1, "granary", "ost1/"));
         c.client.mount = mount.toAbsolutePath().toString();
         c.client.directReads = true; // the embedded S3 is on this machine: every client reaches it
+        c.client.directWrites = true;
         return c;
     }
 }

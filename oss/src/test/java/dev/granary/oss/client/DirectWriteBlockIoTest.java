@@ -1,0 +1,183 @@
+package dev.granary.oss.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.granary.objbacker.EmbeddedS3;
+import dev.granary.objbacker.ObjectStore;
+import dev.granary.objbacker.ObjectStore.ObjectInfo;
+import dev.granary.objbacker.RequestCounters;
+import dev.granary.objbacker.S3Config;
+import dev.granary.objbacker.S3ObjectStore;
+import dev.granary.oss.OssConfig;
+import dev.granary.oss.server.OssServer;
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@link DirectWriteBlockIo} against an OSS over gRPC loopback and a real embedded S3Proxy, which
+ * checks the signatures of the PUT URLs the OSS hands out.
+ */
+class DirectWriteBlockIoTest {
+    @TempDir
+    static Path tmp;
+    static EmbeddedS3 s3;
+
+    private final List<AutoCloseable> closers = new ArrayList<>();
+
+    @BeforeAll
+    static void startS3() {
+        s3 = EmbeddedS3.start(tmp.resolve("s3"), 0, "direct-access", "direct-secret");
+        s3.createBucket("direct");
+    }
+
+    @AfterAll
+    static void stopS3() {
+        s3.close();
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        for (int i = closers.size() - 1; i >= 0; i--) {
+            closers.get(i).close();
+        }
+    }
+
+    private <T extends AutoCloseable> T closing(T c) {
+        closers.add(c);
+        return c;
+    }
+
+    private OssServer server(ObjectStore store) {
+        return closing(OssServer.start(OssConfig.defaults("127.0.0.1", 0), Map.of(0, store)));
+    }
+
+    private DirectWriteBlockIo client(OssServer server) {
+        OssClient oss = closing(new OssClient(List.of(server.address())));
+        return closing(new DirectWriteBlockIo(oss, oss, Duration.ofSeconds(10), 4));
+    }
+
+    private static byte[] random(int n, long seed) {
+        byte[] b = new byte[n];
+        new Random(seed).nextBytes(b);
+        return b;
+    }
+
+    /** A store that signs PUT URLs with {@code rewrite} applied (else as {@code real}). */
+    private static ObjectStore signing(S3ObjectStore real, UnaryOperator<URI> rewrite) {
+        return new ObjectStore() {
+            public void put(String key, byte[] data) { real.put(key, data); }
+            public byte[] get(String key, long offset, int length) { return real.get(key, offset, length); }
+            public URI presignPut(String key, Duration ttl) { return rewrite.apply(real.presignPut(key, ttl)); }
+            public void delete(String key) { real.delete(key); }
+            public ObjectInfo head(String key) { return real.head(key); }
+            public List<ObjectInfo> list(String prefix) { return real.list(prefix); }
+            public RequestCounters counters() { return real.counters(); }
+            public void close() {}
+        };
+    }
+
+    /**
+     * A block goes to S3 in one PUT from the client: the OSS sends none, the object holds the
+     * exact bytes (an empty block too), and reads through the OSS return them.
+     */
+    @Test
+    void blocksArePutStraightToS3WithTheUrlTheOssSigned() throws Exception {
+        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "put")));
+        OssServer server = server(store);
+        DirectWriteBlockIo io = client(server);
+        byte[] big = random(4 * 1024 * 1024 + 3, 1);
+        io.write(0, "b1", big).get(30, TimeUnit.SECONDS);
+        io.write(0, "b2", new byte[0]).get(30, TimeUnit.SECONDS);
+        assertEquals(2, io.directPuts());
+        assertEquals(0, io.fallbacks());
+        assertEquals(0, server.s3Puts(), "the OSS sent no PUT");
+        assertArrayEquals(big, store.get("b1", 0, big.length));
+        assertEquals(0, store.head("b2").size());
+        assertArrayEquals(java.util.Arrays.copyOfRange(big, 100, 1100), io.read(0, "b1", 100, 1000).get(30, TimeUnit.SECONDS));
+    }
+
+    /** A key the OSS refuses (empty) fails the write as through the OSS: no object appears. */
+    @Test
+    void aBadKeyIsRefusedAsThroughTheOss() throws Exception {
+        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "badkey")));
+        DirectWriteBlockIo io = client(server(store));
+        ExecutionException e = assertThrows(ExecutionException.class, () -> io.write(0, "", new byte[10]).get(30, TimeUnit.SECONDS));
+        assertTrue(e.getCause().getMessage().contains("INVALID_ARGUMENT"), e.getCause().getMessage());
+        assertEquals(0, io.directPuts());
+        assertTrue(store.list("").isEmpty(), "nothing written");
+    }
+
+    /**
+     * S3 unreachable from the client (the URLs point at a closed port): every block still lands
+     * in S3 through the OSS, and after three failed PUTs in a row the client stops trying for a
+     * while instead of paying a failed connection per block.
+     */
+    @Test
+    void whenS3IsUnreachableFromTheClientWritesGoThroughTheOssAndDirectPutsPause() throws Exception {
+        S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "unreachable")));
+        OssServer server = server(signing(real, u -> URI.create(u.toString().replace(":" + u.getPort() + "/", ":1/"))));
+        DirectWriteBlockIo io = client(server);
+        List<byte[]> blocks = new ArrayList<>();
+        for (int i = 0; i < 6; i++) {
+            blocks.add(random(100_000 + i, 10 + i));
+            io.write(0, "u" + i, blocks.get(i)).get(30, TimeUnit.SECONDS);
+        }
+        for (int i = 0; i < 6; i++) {
+            assertArrayEquals(blocks.get(i), real.get("u" + i, 0, 200_000), "block " + i);
+        }
+        assertEquals(0, io.directPuts());
+        assertEquals(DirectWriteBlockIo.FAILURES_TO_PAUSE, io.fallbacks(), "no direct PUT tried once paused");
+        assertEquals(6, server.s3Puts(), "each block uploaded by the OSS");
+    }
+
+    /**
+     * A URL whose signature S3 rejects (403): the write is not lost, the OSS uploads the block.
+     */
+    @Test
+    void aPutS3RefusesIsWrittenThroughTheOss() throws Exception {
+        S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "forbidden")));
+        OssServer server = server(signing(real, u -> URI.create(u.toString().replace("X-Amz-Signature=", "X-Amz-Signature=00"))));
+        DirectWriteBlockIo io = client(server);
+        byte[] b = random(300_000, 5);
+        io.write(0, "f1", b).get(30, TimeUnit.SECONDS);
+        assertArrayEquals(b, real.get("f1", 0, b.length));
+        assertEquals(0, io.directPuts());
+        assertEquals(1, io.fallbacks());
+        assertEquals(1, server.s3Puts());
+    }
+
+    /**
+     * Plain http to an S3 endpoint that is not loopback: the store signs no PUT URL (the body
+     * would travel unsigned), so the OSS uploads; https and loopback http are signed.
+     */
+    @Test
+    void putUrlsAreSignedOnlyWhereAnUnsignedBodyIsSafe() {
+        S3Config loopback = s3.config("direct", "rule");
+        try (S3ObjectStore remoteHttp = S3ObjectStore.open(loopback.withEndpoint(URI.create("http://192.0.2.10:9000")));
+             S3ObjectStore remoteHttps = S3ObjectStore.open(loopback.withEndpoint(URI.create("https://192.0.2.10:9000")))) {
+            UnsupportedOperationException e = assertThrows(UnsupportedOperationException.class,
+                    () -> remoteHttp.presignPut("k", Duration.ofMinutes(5)));
+            assertTrue(e.getMessage().contains("plain http to 192.0.2.10"), e.getMessage());
+            assertTrue(remoteHttps.presignPut("k", Duration.ofMinutes(5)).toString().startsWith("https://192.0.2.10:9000/"));
+        }
+        S3ObjectStore local = closing(S3ObjectStore.open(loopback));
+        URI u = local.presignPut("k", Duration.ofMinutes(5));
+        assertTrue(u.getQuery().contains("X-Amz-Signature="), u.toString());
+    }
+}
