@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.granary.oss.client.DirectReadBlockIo;
-import dev.granary.oss.server.OssServer;
 import dev.granary.tools.cluster.Nodes;
 import dev.granary.tools.config.GranaryConfig;
 import java.nio.ByteBuffer;
@@ -50,14 +49,6 @@ class DirectReadsFuseTest {
         if (cluster != null) cluster.close();
     }
 
-    static long ossGets() {
-        return cluster.cluster().ossServers().stream().mapToLong(OssServer::s3Gets).sum();
-    }
-
-    static void dropOssCaches() {
-        cluster.cluster().ossServers().forEach(o -> o.cache().invalidateAll());
-    }
-
     @Test
     void coldBlocksAreReadStraightFromS3AndCachedOnesThroughTheOss() throws Exception {
         byte[] data = new byte[18 * MIB + 12345]; // 5 stripes of 4 MiB on both OSTs, the last partial
@@ -67,16 +58,16 @@ class DirectReadsFuseTest {
         }
 
         // The blocks are in the OSS caches (written through them): read from there, no direct GET.
-        long gets0 = ossGets();
+        long gets0 = cluster.ossGets();
         try (Nodes.Client r = cluster.mount(tmp.resolve("r1"))) {
             assertArrayEquals(data, Files.readAllBytes(r.mount().mountPoint().resolve("f")));
             assertEquals(0, r.directReads().directGets(), "cached blocks come from the OSS");
         }
-        assertEquals(gets0, ossGets(), "served from the OSS caches");
+        assertEquals(gets0, cluster.ossGets(), "served from the OSS caches");
 
         // Cold: straight from S3. A sequential read, then ranged reads inside and across stripes.
-        dropOssCaches();
-        long gets1 = ossGets();
+        cluster.dropOssCaches();
+        long gets1 = cluster.ossGets();
         try (Nodes.Client r = cluster.mount(tmp.resolve("r2"))) {
             Path f = r.mount().mountPoint().resolve("f");
             assertArrayEquals(data, Files.readAllBytes(f));
@@ -97,7 +88,7 @@ class DirectReadsFuseTest {
                 }
             }
         }
-        assertEquals(gets1, ossGets(), "the OSSes sent no GET of their own for the cold reads");
+        assertEquals(gets1, cluster.ossGets(), "the OSSes sent no GET of their own for the cold reads");
     }
 
     /** Reads 128 KiB at {@code off} through {@code ch} and checks the bytes against {@code data}. */
@@ -137,7 +128,7 @@ class DirectReadsFuseTest {
             cluster.cluster().config().client.stripeFillReads = 0;
         }
         // Off (the default): the same two reads per stripe fetch just their ranges.
-        dropOssCaches();
+        cluster.dropOssCaches();
         try (Nodes.Client r = cluster.mount(tmp.resolve("doff"));
                 FileChannel ch = FileChannel.open(r.mount().mountPoint().resolve("d"), StandardOpenOption.READ)) {
             for (int k = 0; k < 8; k++) {
@@ -156,7 +147,7 @@ class DirectReadsFuseTest {
         try (Nodes.Client w = cluster.mount(tmp.resolve("dw"))) {
             Files.write(w.mount().mountPoint().resolve("d"), data);
         }
-        dropOssCaches();
+        cluster.dropOssCaches();
         int slot = 128 << 10;
         byte[] data2 = data.clone();
         new Random(12).nextBytes(data2);
@@ -190,7 +181,7 @@ class DirectReadsFuseTest {
 
             // A handle that may write fills nothing, however dense its reads.
             long fills = r.vfs().denseReadStats().fills();
-            dropOssCaches();
+            cluster.dropOssCaches();
             try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
                 for (int i = 0; i < 6; i++) {
                     readAndCheck(ch, data, 4L * MIB * (i % 3) + 3L * slot * (i + 1));
@@ -212,7 +203,7 @@ class DirectReadsFuseTest {
         }
 
         // Sparse random reads, one per stripe, on a fresh client: one ranged GET each, no stripe fetched whole.
-        dropOssCaches();
+        cluster.dropOssCaches();
         try (Nodes.Client r = cluster.mount(tmp.resolve("ds"))) {
             DirectReadBlockIo io = r.directReads();
             try (FileChannel ch = FileChannel.open(r.mount().mountPoint().resolve("d"), StandardOpenOption.READ)) {

@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.granary.oss.client.DirectWriteBlockIo;
-import dev.granary.oss.server.OssServer;
 import dev.granary.tools.cluster.Nodes;
 import dev.granary.tools.config.GranaryConfig;
 import java.nio.ByteBuffer;
@@ -46,14 +45,6 @@ class DirectWritesFuseTest {
         if (cluster != null) cluster.close();
     }
 
-    static long ossPuts() {
-        return cluster.cluster().ossServers().stream().mapToLong(OssServer::s3Puts).sum();
-    }
-
-    static void dropOssCaches() {
-        cluster.cluster().ossServers().forEach(o -> o.cache().invalidateAll());
-    }
-
     /**
      * 18 MiB written with fsync (5 stripes of 4 MiB, the last partial) and then rewritten in the
      * middle: every block is PUT by the client (none by the OSSes), and a second mount reads the
@@ -63,7 +54,7 @@ class DirectWritesFuseTest {
     void blocksArePutByTheClientAndReadBackFromAnotherMount() throws Exception {
         byte[] data = new byte[18 * MIB + 12345];
         new Random(21).nextBytes(data);
-        long ossPuts0 = ossPuts();
+        long ossPuts0 = cluster.ossPuts();
         try (Nodes.Client w = cluster.mount(tmp.resolve("w"))) {
             DirectWriteBlockIo io = w.directWrites();
             Path f = w.mount().mountPoint().resolve("f");
@@ -81,9 +72,9 @@ class DirectWritesFuseTest {
             assertEquals(6, io.directPuts(), "the rewritten stripe once more");
             assertEquals(0, io.fallbacks(), "no direct PUT failed");
         }
-        assertEquals(ossPuts0, ossPuts(), "the OSSes sent no PUT");
+        assertEquals(ossPuts0, cluster.ossPuts(), "the OSSes sent no PUT");
 
-        dropOssCaches();
+        cluster.dropOssCaches();
         Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
         try (Nodes.Client r = cluster.mount(tmp.resolve("r"))) {
             Path f = r.mount().mountPoint().resolve("f");
@@ -101,7 +92,7 @@ class DirectWritesFuseTest {
     void offTheOssesUploadTheBlocks() throws Exception {
         byte[] data = new byte[9 * MIB];
         new Random(23).nextBytes(data);
-        long ossPuts0 = ossPuts();
+        long ossPuts0 = cluster.ossPuts();
         cluster.cluster().config().client.directWrites = false; // the mounts made in this test
         try (Nodes.Client w = cluster.mount(tmp.resolve("w-off"))) {
             assertNull(w.directWrites());
@@ -109,7 +100,7 @@ class DirectWritesFuseTest {
         } finally {
             cluster.cluster().config().client.directWrites = true;
         }
-        assertEquals(3, ossPuts() - ossPuts0, "3 stripes, each uploaded by an OSS");
+        assertEquals(3, cluster.ossPuts() - ossPuts0, "3 stripes, each uploaded by an OSS");
         try (Nodes.Client r = cluster.mount(tmp.resolve("r-off"))) {
             assertArrayEquals(data, Files.readAllBytes(r.mount().mountPoint().resolve("g")));
         }

@@ -92,6 +92,21 @@ public final class MiniCluster implements AutoCloseable {
         return cluster;
     }
 
+    /** S3 GETs the cluster's OSS servers have sent so far. */
+    public long ossGets() {
+        return cluster.ossServers().stream().mapToLong(dev.granary.oss.server.OssServer::s3Gets).sum();
+    }
+
+    /** S3 PUTs the cluster's OSS servers have sent so far (not the clients' direct ones). */
+    public long ossPuts() {
+        return cluster.ossServers().stream().mapToLong(dev.granary.oss.server.OssServer::s3Puts).sum();
+    }
+
+    /** Empties every OSS read cache: the next read of a block is cold. */
+    public void dropOssCaches() {
+        cluster.ossServers().forEach(o -> o.cache().invalidateAll());
+    }
+
     /** The data folder. */
     public Path dir() {
         return dir;

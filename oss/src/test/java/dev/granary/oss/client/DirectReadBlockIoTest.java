@@ -5,77 +5,26 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import dev.granary.objbacker.ObjectStore.ObjectInfo;
 import dev.granary.objbacker.ObjectStore;
-import dev.granary.objbacker.RequestCounters;
 import dev.granary.objbacker.S3ObjectStore;
-import dev.granary.objbacker.EmbeddedS3;
-import dev.granary.oss.OssConfig;
 import dev.granary.oss.server.OssServer;
 import java.io.FileNotFoundException;
-import java.net.URI;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@link DirectReadBlockIo} against an OSS over gRPC loopback and a real embedded S3Proxy, which
  * checks the signatures of the URLs the OSS hands out.
  */
-class DirectReadBlockIoTest {
-    @TempDir
-    static Path tmp;
-    static EmbeddedS3 s3;
-
-    private final List<AutoCloseable> closers = new ArrayList<>();
-
-    @BeforeAll
-    static void startS3() {
-        s3 = EmbeddedS3.start(tmp.resolve("s3"), 0, "direct-access", "direct-secret");
-        s3.createBucket("direct");
-    }
-
-    @AfterAll
-    static void stopS3() {
-        s3.close();
-    }
-
-    @AfterEach
-    void tearDown() throws Exception {
-        for (int i = closers.size() - 1; i >= 0; i--) {
-            closers.get(i).close();
-        }
-    }
-
-    private <T extends AutoCloseable> T closing(T c) {
-        closers.add(c);
-        return c;
-    }
-
-    private OssServer server(ObjectStore store) {
-        return closing(OssServer.start(OssConfig.defaults("127.0.0.1", 0), Map.of(0, store)));
-    }
-
+class DirectReadBlockIoTest extends DirectIoFixture {
     private DirectReadBlockIo client(OssServer server) {
-        OssClient oss = closing(new OssClient(List.of(server.address())));
+        OssClient oss = ossClient(server);
         return closing(new DirectReadBlockIo(oss, Duration.ofSeconds(10), 4));
-    }
-
-    private static byte[] random(int n, long seed) {
-        byte[] b = new byte[n];
-        new Random(seed).nextBytes(b);
-        return b;
     }
 
     /**
@@ -124,19 +73,7 @@ class DirectReadBlockIoTest {
     @Test
     void whenS3IsUnreachableFromTheClientReadsGoThroughTheOssAndDirectGetsPause() throws Exception {
         S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "unreachable")));
-        ObjectStore signsBadUrls = new ObjectStore() {
-            public void put(String key, byte[] data) { real.put(key, data); }
-            public byte[] get(String key, long offset, int length) { return real.get(key, offset, length); }
-            public URI presignGet(String key, Duration ttl) {
-                URI u = real.presignGet(key, ttl);
-                return URI.create(u.toString().replace(":" + u.getPort() + "/", ":1/")); // nothing listens on port 1
-            }
-            public void delete(String key) { real.delete(key); }
-            public ObjectInfo head(String key) { return real.head(key); }
-            public List<ObjectInfo> list(String prefix) { return real.list(prefix); }
-            public RequestCounters counters() { return real.counters(); }
-            public void close() {}
-        };
+        ObjectStore signsBadUrls = rewritingUrls(real, DirectIoFixture::toClosedPort);
         List<byte[]> blocks = new ArrayList<>();
         for (int i = 0; i < 6; i++) {
             blocks.add(random(100_000 + i, 10 + i));

@@ -5,91 +5,25 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.granary.objbacker.EmbeddedS3;
-import dev.granary.objbacker.ObjectStore;
-import dev.granary.objbacker.ObjectStore.ObjectInfo;
-import dev.granary.objbacker.RequestCounters;
 import dev.granary.objbacker.S3Config;
 import dev.granary.objbacker.S3ObjectStore;
-import dev.granary.oss.OssConfig;
 import dev.granary.oss.server.OssServer;
 import java.net.URI;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.function.UnaryOperator;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@link DirectWriteBlockIo} against an OSS over gRPC loopback and a real embedded S3Proxy, which
  * checks the signatures of the PUT URLs the OSS hands out.
  */
-class DirectWriteBlockIoTest {
-    @TempDir
-    static Path tmp;
-    static EmbeddedS3 s3;
-
-    private final List<AutoCloseable> closers = new ArrayList<>();
-
-    @BeforeAll
-    static void startS3() {
-        s3 = EmbeddedS3.start(tmp.resolve("s3"), 0, "direct-access", "direct-secret");
-        s3.createBucket("direct");
-    }
-
-    @AfterAll
-    static void stopS3() {
-        s3.close();
-    }
-
-    @AfterEach
-    void tearDown() throws Exception {
-        for (int i = closers.size() - 1; i >= 0; i--) {
-            closers.get(i).close();
-        }
-    }
-
-    private <T extends AutoCloseable> T closing(T c) {
-        closers.add(c);
-        return c;
-    }
-
-    private OssServer server(ObjectStore store) {
-        return closing(OssServer.start(OssConfig.defaults("127.0.0.1", 0), Map.of(0, store)));
-    }
-
+class DirectWriteBlockIoTest extends DirectIoFixture {
     private DirectWriteBlockIo client(OssServer server) {
-        OssClient oss = closing(new OssClient(List.of(server.address())));
+        OssClient oss = ossClient(server);
         return closing(new DirectWriteBlockIo(oss, oss, Duration.ofSeconds(10), 4));
-    }
-
-    private static byte[] random(int n, long seed) {
-        byte[] b = new byte[n];
-        new Random(seed).nextBytes(b);
-        return b;
-    }
-
-    /** A store that signs PUT URLs with {@code rewrite} applied (else as {@code real}). */
-    private static ObjectStore signing(S3ObjectStore real, UnaryOperator<URI> rewrite) {
-        return new ObjectStore() {
-            public void put(String key, byte[] data) { real.put(key, data); }
-            public byte[] get(String key, long offset, int length) { return real.get(key, offset, length); }
-            public URI presignPut(String key, Duration ttl) { return rewrite.apply(real.presignPut(key, ttl)); }
-            public void delete(String key) { real.delete(key); }
-            public ObjectInfo head(String key) { return real.head(key); }
-            public List<ObjectInfo> list(String prefix) { return real.list(prefix); }
-            public RequestCounters counters() { return real.counters(); }
-            public void close() {}
-        };
     }
 
     /**
@@ -131,7 +65,7 @@ class DirectWriteBlockIoTest {
     @Test
     void whenS3IsUnreachableFromTheClientWritesGoThroughTheOssAndDirectPutsPause() throws Exception {
         S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "unreachable")));
-        OssServer server = server(signing(real, u -> URI.create(u.toString().replace(":" + u.getPort() + "/", ":1/"))));
+        OssServer server = server(rewritingUrls(real, DirectIoFixture::toClosedPort));
         DirectWriteBlockIo io = client(server);
         List<byte[]> blocks = new ArrayList<>();
         for (int i = 0; i < 6; i++) {
@@ -152,7 +86,7 @@ class DirectWriteBlockIoTest {
     @Test
     void aPutS3RefusesIsWrittenThroughTheOss() throws Exception {
         S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "forbidden")));
-        OssServer server = server(signing(real, u -> URI.create(u.toString().replace("X-Amz-Signature=", "X-Amz-Signature=00"))));
+        OssServer server = server(rewritingUrls(real, u -> URI.create(u.toString().replace("X-Amz-Signature=", "X-Amz-Signature=00"))));
         DirectWriteBlockIo io = client(server);
         byte[] b = random(300_000, 5);
         io.write(0, "f1", b).get(30, TimeUnit.SECONDS);
