@@ -61,15 +61,12 @@ public final class DirectReadBlockIo implements BlockIo {
     private final ExecutorService pool;
     private final Cache<Key, Where> where;
     private final AtomicLong directGets = new AtomicLong();
-    private final AtomicLong fallbacks = new AtomicLong();
-    /** Direct GETs failed in a row (404 aside); at {@link #FAILURES_TO_PAUSE} direct reads pause. */
-    private final java.util.concurrent.atomic.AtomicInteger failuresInARow = new java.util.concurrent.atomic.AtomicInteger();
-    /** System.nanoTime() until which reads go through the OSS only (S3 unreachable from here). */
-    private volatile long pausedUntilNs = System.nanoTime();
+    /** Failed direct GETs (404 aside) and the pause they cause. */
+    private final DirectS3Failures failures = new DirectS3Failures(LOG, "reads straight from S3", "reading");
     /** Failed direct GETs in a row after which direct reads pause for {@link #PAUSE}. */
-    static final int FAILURES_TO_PAUSE = 3;
+    static final int FAILURES_TO_PAUSE = DirectS3Failures.FAILURES_TO_PAUSE;
     /** How long direct reads pause after {@link #FAILURES_TO_PAUSE} failures in a row. */
-    static final Duration PAUSE = Duration.ofSeconds(60);
+    static final Duration PAUSE = DirectS3Failures.PAUSE;
 
     /**
      * @param oss the OSS client (writes, deletes, cached blocks, signing, fallback)
@@ -125,7 +122,7 @@ public final class DirectReadBlockIo implements BlockIo {
         if (offset < 0 || length <= 0) {
             return oss.readView(ost, key, offset, length); // its checks and answers
         }
-        if (System.nanoTime() - pausedUntilNs < 0) {
+        if (failures.paused()) {
             return oss.readView(ost, key, offset, length);
         }
         Key k = new Key(ost, key);
@@ -140,20 +137,12 @@ public final class DirectReadBlockIo implements BlockIo {
                 .thenCompose(loc -> loc.url() == null ? oss.readView(ost, key, offset, length)
                         : CompletableFuture.supplyAsync(() -> get(loc.url(), offset, length), pool)
                                 .exceptionallyCompose(t -> {
-                                    Throwable c = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+                                    Throwable c = DirectS3Failures.cause(t);
                                     if (c instanceof FileNotFoundException) {
                                         return CompletableFuture.failedFuture(c);
                                     }
                                     where.invalidate(k); // an expired URL or an S3 problem: ask again next time
-                                    fallbacks.incrementAndGet();
-                                    if (failuresInARow.incrementAndGet() >= FAILURES_TO_PAUSE) {
-                                        failuresInARow.set(0);
-                                        pausedUntilNs = System.nanoTime() + PAUSE.toNanos();
-                                        LOG.warn("reads straight from S3 failed {} times in a row (last: {}); reading through the OSSes for {} s",
-                                                FAILURES_TO_PAUSE, c.toString(), PAUSE.toSeconds());
-                                    } else {
-                                        LOG.debug("direct read of block {} on OST {} failed ({}); reading it through its OSS", key, ost, c.toString());
-                                    }
+                                    failures.failed(c, "direct read of block " + key + " on OST " + ost);
                                     return oss.readView(ost, key, offset, length);
                                 }));
     }
@@ -195,7 +184,7 @@ public final class DirectReadBlockIo implements BlockIo {
                 }
                 ByteBuffer b = ByteBuffer.wrap(data);
                 directGets.incrementAndGet();
-                failuresInARow.set(0);
+                failures.succeeded();
                 return b;
             }
         } catch (IOException e) {
@@ -210,7 +199,7 @@ public final class DirectReadBlockIo implements BlockIo {
 
     /** Direct GETs that failed and were read through the OSS instead. */
     public long fallbacks() {
-        return fallbacks.get();
+        return failures.fallbacks();
     }
 
     @Override

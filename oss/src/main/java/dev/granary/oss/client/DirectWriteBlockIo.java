@@ -13,7 +13,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -49,9 +48,9 @@ public final class DirectWriteBlockIo implements BlockIo {
     /** Validity of the URLs asked for (seconds); a URL is used once, right after it is signed. */
     static final int URL_TTL_SECONDS = 900;
     /** Failed direct PUTs in a row after which direct writes pause for {@link #PAUSE}. */
-    static final int FAILURES_TO_PAUSE = 3;
+    static final int FAILURES_TO_PAUSE = DirectS3Failures.FAILURES_TO_PAUSE;
     /** How long direct writes pause after {@link #FAILURES_TO_PAUSE} failures in a row. */
-    static final Duration PAUSE = Duration.ofSeconds(60);
+    static final Duration PAUSE = DirectS3Failures.PAUSE;
     private static final String CONTENT_TYPE = "application/octet-stream";
 
     private final BlockIo inner;
@@ -59,10 +58,8 @@ public final class DirectWriteBlockIo implements BlockIo {
     private final SdkHttpClient http;
     private final ExecutorService pool;
     private final AtomicLong directPuts = new AtomicLong();
-    private final AtomicLong fallbacks = new AtomicLong();
-    private final AtomicInteger failuresInARow = new AtomicInteger();
-    /** System.nanoTime() until which writes go through the OSS only. */
-    private volatile long pausedUntilNs = System.nanoTime();
+    /** Failed direct PUTs and the pause they cause. */
+    private final DirectS3Failures failures = new DirectS3Failures(LOG, "writes straight to S3", "writing");
 
     /**
      * @param inner reads, deletes, and the writes that do not go straight to S3
@@ -84,28 +81,19 @@ public final class DirectWriteBlockIo implements BlockIo {
 
     @Override
     public CompletableFuture<Void> write(int ost, String key, byte[] data) {
-        if (data == null || System.nanoTime() - pausedUntilNs < 0) {
+        if (data == null || failures.paused()) {
             return inner.write(ost, key, data); // its checks and answers
         }
         return oss.signPut(ost, key, URL_TTL_SECONDS)
                 .exceptionallyCompose(t -> { // an OSS older than SignPut uploads; other failures are the write's
-                    Throwable c = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+                    Throwable c = DirectS3Failures.cause(t);
                     return c instanceof OssException o && "UNIMPLEMENTED".equals(o.code())
                             ? CompletableFuture.completedFuture("") : CompletableFuture.failedFuture(c);
                 })
                 .thenCompose(url -> url.isEmpty() ? inner.write(ost, key, data)
                         : CompletableFuture.runAsync(() -> put(URI.create(url), data), pool)
                                 .exceptionallyCompose(t -> {
-                                    Throwable c = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
-                                    fallbacks.incrementAndGet();
-                                    if (failuresInARow.incrementAndGet() >= FAILURES_TO_PAUSE) {
-                                        failuresInARow.set(0);
-                                        pausedUntilNs = System.nanoTime() + PAUSE.toNanos();
-                                        LOG.warn("writes straight to S3 failed {} times in a row (last: {}); writing through the OSSes for {} s",
-                                                FAILURES_TO_PAUSE, c.toString(), PAUSE.toSeconds());
-                                    } else {
-                                        LOG.debug("direct write of block {} on OST {} failed ({}); writing it through its OSS", key, ost, c.toString());
-                                    }
+                                    failures.failed(t, "direct write of block " + key + " on OST " + ost);
                                     return inner.write(ost, key, data);
                                 }));
     }
@@ -115,10 +103,9 @@ public final class DirectWriteBlockIo implements BlockIo {
         SdkHttpFullRequest req = SdkHttpFullRequest.builder().method(SdkHttpMethod.PUT).uri(url)
                 .putHeader("Content-Length", Integer.toString(data.length))
                 .putHeader("Content-Type", CONTENT_TYPE)
-                .contentStreamProvider(() -> new ByteArrayInputStream(data))
                 .build();
         ExecutableHttpRequest call = http.prepareRequest(HttpExecuteRequest.builder().request(req)
-                .contentStreamProvider(req.contentStreamProvider().orElseThrow()).build());
+                .contentStreamProvider(() -> new ByteArrayInputStream(data)).build());
         try {
             HttpExecuteResponse rsp = call.call();
             int status = rsp.httpResponse().statusCode();
@@ -133,7 +120,7 @@ public final class DirectWriteBlockIo implements BlockIo {
                 }
             }
             directPuts.incrementAndGet();
-            failuresInARow.set(0);
+            failures.succeeded();
         } catch (IOException e) {
             throw new CompletionException(e);
         }
@@ -146,7 +133,7 @@ public final class DirectWriteBlockIo implements BlockIo {
 
     /** Direct PUTs that failed and were written through the OSS instead. */
     public long fallbacks() {
-        return fallbacks.get();
+        return failures.fallbacks();
     }
 
     /** The block I/O that reads, deletes, and writes what does not go straight to S3. */
