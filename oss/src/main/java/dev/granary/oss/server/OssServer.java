@@ -296,8 +296,7 @@ public final class OssServer implements AutoCloseable {
                     // cluster whose nodes read the same data)
                     out.onNext(LocateBlockReply.getDefaultInstance());
                 } else {
-                    long ttl = Math.max(1, Math.min(req.getTtlSeconds() == 0 ? 900 : req.getTtlSeconds(), 7 * 86400));
-                    String url = store.presignGet(key, java.time.Duration.ofSeconds(ttl)).toString();
+                    String url = store.presignGet(key, urlTtl(req.getTtlSeconds())).toString();
                     out.onNext(LocateBlockReply.newBuilder().setUrl(url).build());
                 }
                 out.onCompleted();
@@ -317,10 +316,9 @@ public final class OssServer implements AutoCloseable {
             try {
                 ObjectStore store = store(ost);
                 checkKey(ost, key);
-                long ttl = Math.max(1, Math.min(req.getTtlSeconds() == 0 ? 900 : req.getTtlSeconds(), 7 * 86400));
                 String url;
                 try {
-                    url = store.presignPut(key, java.time.Duration.ofSeconds(ttl)).toString();
+                    url = store.presignPut(key, urlTtl(req.getTtlSeconds())).toString();
                 } catch (UnsupportedOperationException e) {
                     url = ""; // the client writes through this OSS (WriteBlock)
                 }
@@ -331,6 +329,11 @@ public final class OssServer implements AutoCloseable {
             } catch (ObjectStoreException e) {
                 out.onError(toStatus(e, "signing a PUT URL of block " + key + " on OST " + ost).asRuntimeException());
             }
+        }
+
+        /** The validity of a signed URL a client asked for {@code seconds}: 0 means 15 min; at most 7 days (S3's bound), at least 1 s. */
+        private static java.time.Duration urlTtl(int seconds) {
+            return java.time.Duration.ofSeconds(Math.max(1, Math.min(seconds == 0 ? 900 : seconds, 7 * 86400)));
         }
 
         /** The reply carrying {@code data} without a copy (cached arrays are never modified). */
