@@ -59,6 +59,8 @@ public final class DirectReadBlockIo implements BlockIo {
     private final OssClient oss;
     private final SdkHttpClient http;
     private final ExecutorService pool;
+    /** How long one GET may take as a whole ({@link DirectS3Deadline}). */
+    private final Duration ioTimeout;
     private final Cache<Key, Where> where;
     private final AtomicLong directGets = new AtomicLong();
     /** Failed direct GETs (404 aside) and the pause they cause. */
@@ -70,11 +72,12 @@ public final class DirectReadBlockIo implements BlockIo {
 
     /**
      * @param oss the OSS client (writes, deletes, cached blocks, signing, fallback)
-     * @param ioTimeout socket timeout of one direct GET
+     * @param ioTimeout how long one direct GET may take, as a whole and per wait for bytes
      * @param threads threads running the blocking GETs (at most this many in flight)
      */
     public DirectReadBlockIo(OssClient oss, Duration ioTimeout, int threads) {
         this.oss = oss;
+        this.ioTimeout = ioTimeout;
         this.http = ApacheHttpClient.builder().maxConnections(threads).socketTimeout(ioTimeout)
                 .connectionTimeout(Duration.ofSeconds(5)).build();
         this.pool = Executors.newFixedThreadPool(threads, r -> {
@@ -152,43 +155,50 @@ public final class DirectReadBlockIo implements BlockIo {
         SdkHttpFullRequest req = SdkHttpFullRequest.builder().method(SdkHttpMethod.GET).uri(url)
                 .putHeader("Range", "bytes=" + offset + "-" + (offset + length - 1)).build();
         ExecutableHttpRequest call = http.prepareRequest(HttpExecuteRequest.builder().request(req).build());
-        try {
-            HttpExecuteResponse rsp = call.call();
-            int status = rsp.httpResponse().statusCode();
-            try (InputStream in = rsp.responseBody().orElse(null)) {
-                if (status == 404) {
-                    throw new CompletionException(new FileNotFoundException("block " + url.getPath() + " not found (HTTP 404)"));
-                }
-                if (status == 416) {
-                    return ByteBuffer.allocate(0); // the range starts at or past the end
-                }
-                if (status != 206 && status != 200) {
-                    throw new CompletionException(new IOException("GET of " + url.getPath() + ": HTTP " + status));
-                }
-                if (in == null) {
-                    return ByteBuffer.allocate(0);
-                }
-                byte[] data;
-                long declared = rsp.httpResponse().firstMatchingHeader("Content-Length").map(Long::parseLong).orElse(-1L);
-                if (status == 206 && declared >= 0 && declared <= length) {
-                    data = new byte[(int) declared]; // read straight into the result: one copy less
-                    int n = in.readNBytes(data, 0, data.length);
-                    if (n < data.length) {
-                        throw new IOException("GET of " + url.getPath() + ": " + n + " of " + declared + " bytes before the end");
-                    }
-                } else {
-                    if (status == 200 && offset > 0) {
-                        in.skipNBytes(offset); // a server that ignored the Range header
-                    }
-                    data = in.readNBytes(length);
-                }
-                ByteBuffer b = ByteBuffer.wrap(data);
-                directGets.incrementAndGet();
-                failures.succeeded();
-                return b;
+        try (DirectS3Deadline deadline = DirectS3Deadline.start(call, ioTimeout)) {
+            try {
+                return getOnce(url, offset, length, call);
+            } catch (IOException e) {
+                throw new CompletionException(deadline.failure("GET of " + url.getPath(), e));
             }
-        } catch (IOException e) {
-            throw new CompletionException(e);
+        }
+    }
+
+    /** Sends {@code call} (the ranged GET of {@code url}) and reads the bytes it answers; see {@link #get}. */
+    private ByteBuffer getOnce(URI url, long offset, int length, ExecutableHttpRequest call) throws IOException {
+        HttpExecuteResponse rsp = call.call();
+        int status = rsp.httpResponse().statusCode();
+        try (InputStream in = rsp.responseBody().orElse(null)) {
+            if (status == 404) {
+                throw new CompletionException(new FileNotFoundException("block " + url.getPath() + " not found (HTTP 404)"));
+            }
+            if (status == 416) {
+                return ByteBuffer.allocate(0); // the range starts at or past the end
+            }
+            if (status != 206 && status != 200) {
+                throw new CompletionException(new IOException("GET of " + url.getPath() + ": HTTP " + status));
+            }
+            if (in == null) {
+                return ByteBuffer.allocate(0);
+            }
+            byte[] data;
+            long declared = rsp.httpResponse().firstMatchingHeader("Content-Length").map(Long::parseLong).orElse(-1L);
+            if (status == 206 && declared >= 0 && declared <= length) {
+                data = new byte[(int) declared]; // read straight into the result: one copy less
+                int n = in.readNBytes(data, 0, data.length);
+                if (n < data.length) {
+                    throw new IOException("GET of " + url.getPath() + ": " + n + " of " + declared + " bytes before the end");
+                }
+            } else {
+                if (status == 200 && offset > 0) {
+                    in.skipNBytes(offset); // a server that ignored the Range header
+                }
+                data = in.readNBytes(length);
+            }
+            ByteBuffer b = ByteBuffer.wrap(data);
+            directGets.incrementAndGet();
+            failures.succeeded();
+            return b;
         }
     }
 

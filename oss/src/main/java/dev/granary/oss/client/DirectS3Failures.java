@@ -24,6 +24,7 @@ final class DirectS3Failures {
     private final String requests;
     private final String doing;
     private final AtomicLong fallbacks = new AtomicLong();
+    private final AtomicLong pauses = new AtomicLong();
     private final AtomicInteger inARow = new AtomicInteger();
     /** System.nanoTime() until which requests go through the OSSes only. */
     private volatile long pausedUntilNs = System.nanoTime();
@@ -61,9 +62,13 @@ final class DirectS3Failures {
         fallbacks.incrementAndGet();
         if (inARow.incrementAndGet() >= FAILURES_TO_PAUSE) {
             inARow.set(0);
+            boolean wasPaused = paused();
             pausedUntilNs = System.nanoTime() + PAUSE.toNanos();
-            log.warn("{} failed {} times in a row (last: {}); {} through the OSSes for {} s",
-                    requests, FAILURES_TO_PAUSE, c.toString(), doing, PAUSE.toSeconds());
+            if (!wasPaused) { // requests in flight when the pause began fail too: one warning, not one per request
+                pauses.incrementAndGet();
+                log.warn("{} failed {} times in a row (last: {}); {} through the OSSes for {} s",
+                        requests, FAILURES_TO_PAUSE, c.toString(), doing, PAUSE.toSeconds());
+            }
         } else {
             log.debug("{} failed ({}); redone through its OSS", what, c.toString());
         }
@@ -73,6 +78,11 @@ final class DirectS3Failures {
     /** Direct requests that failed and were redone through the OSS so far. */
     long fallbacks() {
         return fallbacks.get();
+    }
+
+    /** Pauses begun so far (each warned of once; failures during a pause extend it). */
+    long pauses() {
+        return pauses.get();
     }
 
     /** {@code t}, or its cause when it is a {@link CompletionException} with one. */

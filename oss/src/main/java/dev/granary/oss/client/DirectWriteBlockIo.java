@@ -57,6 +57,8 @@ public final class DirectWriteBlockIo implements BlockIo {
     private final OssClient oss;
     private final SdkHttpClient http;
     private final ExecutorService pool;
+    /** How long one PUT may take as a whole ({@link DirectS3Deadline}). */
+    private final Duration ioTimeout;
     private final AtomicLong directPuts = new AtomicLong();
     /** Failed direct PUTs and the pause they cause. */
     private final DirectS3Failures failures = new DirectS3Failures(LOG, "writes straight to S3", "writing");
@@ -64,12 +66,13 @@ public final class DirectWriteBlockIo implements BlockIo {
     /**
      * @param inner reads, deletes, and the writes that do not go straight to S3
      * @param oss signs the PUT URLs
-     * @param ioTimeout socket timeout of one PUT
+     * @param ioTimeout how long one PUT may take, as a whole and per wait for the answer
      * @param threads threads running the blocking PUTs (at most this many in flight)
      */
     public DirectWriteBlockIo(BlockIo inner, OssClient oss, Duration ioTimeout, int threads) {
         this.inner = inner;
         this.oss = oss;
+        this.ioTimeout = ioTimeout;
         this.http = ApacheHttpClient.builder().maxConnections(threads).socketTimeout(ioTimeout)
                 .connectionTimeout(Duration.ofSeconds(5)).build();
         this.pool = Executors.newFixedThreadPool(threads, r -> {
@@ -106,29 +109,41 @@ public final class DirectWriteBlockIo implements BlockIo {
                 .build();
         ExecutableHttpRequest call = http.prepareRequest(HttpExecuteRequest.builder().request(req)
                 .contentStreamProvider(() -> new ByteArrayInputStream(data)).build());
-        try {
-            HttpExecuteResponse rsp = call.call();
-            int status = rsp.httpResponse().statusCode();
-            try (InputStream in = rsp.responseBody().orElse(null)) {
-                if (status != 200) {
-                    String body = in == null ? "" : new String(in.readNBytes(300), StandardCharsets.UTF_8);
-                    throw new CompletionException(new IOException("PUT of " + url.getPath() + ": HTTP " + status
-                            + (body.isBlank() ? "" : ": " + body.replaceAll("\\s+", " ").strip())));
-                }
-                if (in != null) {
-                    in.transferTo(java.io.OutputStream.nullOutputStream()); // let the connection be reused
-                }
+        try (DirectS3Deadline deadline = DirectS3Deadline.start(call, ioTimeout)) {
+            try {
+                putOnce(url, call);
+            } catch (IOException e) {
+                throw new CompletionException(deadline.failure("PUT of " + url.getPath(), e));
             }
-            directPuts.incrementAndGet();
-            failures.succeeded();
-        } catch (IOException e) {
-            throw new CompletionException(e);
         }
+    }
+
+    /** Sends {@code call} (the PUT to {@code url}) and reads its answer; IOException unless S3 answered 200. */
+    private void putOnce(URI url, ExecutableHttpRequest call) throws IOException {
+        HttpExecuteResponse rsp = call.call();
+        int status = rsp.httpResponse().statusCode();
+        try (InputStream in = rsp.responseBody().orElse(null)) {
+            if (status != 200) {
+                String body = in == null ? "" : new String(in.readNBytes(300), StandardCharsets.UTF_8);
+                throw new IOException("PUT of " + url.getPath() + ": HTTP " + status
+                        + (body.isBlank() ? "" : ": " + body.replaceAll("\\s+", " ").strip()));
+            }
+            if (in != null) {
+                in.transferTo(java.io.OutputStream.nullOutputStream()); // let the connection be reused
+            }
+        }
+        directPuts.incrementAndGet();
+        failures.succeeded();
     }
 
     /** Blocks PUT straight to S3 so far. */
     public long directPuts() {
         return directPuts.get();
+    }
+
+    /** Times direct PUTs were paused after failures in a row (each logged once). */
+    public long pauses() {
+        return failures.pauses();
     }
 
     /** Direct PUTs that failed and were written through the OSS instead. */

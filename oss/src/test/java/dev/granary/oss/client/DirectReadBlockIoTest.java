@@ -2,6 +2,7 @@ package dev.granary.oss.client;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
@@ -54,6 +55,30 @@ class DirectReadBlockIoTest extends DirectIoFixture {
         assertArrayEquals(Arrays.copyOfRange(block, 7, 70_007), third.read(0, "b1", 7, 70_000).get());
         assertEquals(0, third.directGets());
         assertEquals(ossGets, server.s3Gets(), "served from the OSS cache");
+    }
+
+    /**
+     * An answer that trickles in (a byte every 300 ms, each well within the socket timeout) is
+     * aborted when {@code io_timeout} (2 s here) has passed since the GET started, and the range
+     * is read through the OSS: the same bytes. Without the whole-request deadline this GET took
+     * 300 s (the same kind of fault as a PUT blocked in a socket write, helper-found 2026-12-07).
+     */
+    @Test
+    void aGetWhoseAnswerTricklesInIsAbortedAtTheTimeoutAndReadThroughTheOss() throws Exception {
+        int trickling = tricklingServer(1000).getLocalPort();
+        S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "trickle")));
+        byte[] block = random(50_000, 9);
+        real.put("t1", block);
+        OssServer server = server(rewritingUrls(real, u -> toPort(u, trickling)));
+        OssClient oss = ossClient(server);
+        DirectReadBlockIo io = closing(new DirectReadBlockIo(oss, Duration.ofSeconds(2), 4));
+        long t0 = System.nanoTime();
+        assertArrayEquals(Arrays.copyOfRange(block, 0, 1000), io.read(0, "t1", 0, 1000).get(30, TimeUnit.SECONDS));
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        assertTrue(seconds >= 1.9 && seconds < 15, "aborted at the 2 s deadline, then read through the OSS: " + seconds + " s");
+        assertEquals(0, io.directGets());
+        assertEquals(1, io.fallbacks());
+        assertEquals(1, server.s3Gets(), "the OSS read the block");
     }
 
     @Test

@@ -81,6 +81,31 @@ class DirectWriteBlockIoTest extends DirectIoFixture {
     }
 
     /**
+     * Many PUTs in flight when S3 becomes unreachable all fail: the blocks land through the OSS
+     * and the pause begins once, with one warning. Regression (2026-12-07): with 16 PUTs in
+     * flight the warning "failed 3 times in a row ... for 60 s" was logged 5 times in 0.2 s.
+     */
+    @Test
+    void concurrentFailuresBeginOnePause() throws Exception {
+        S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "concurrent")));
+        OssServer server = server(rewritingUrls(real, DirectIoFixture::toClosedPort));
+        OssClient oss = ossClient(server);
+        DirectWriteBlockIo io = closing(new DirectWriteBlockIo(oss, oss, Duration.ofSeconds(10), 12));
+        List<java.util.concurrent.CompletableFuture<Void>> writes = new ArrayList<>();
+        for (int i = 0; i < 12; i++) {
+            writes.add(io.write(0, "c" + i, random(50_000, 40 + i)));
+        }
+        for (java.util.concurrent.CompletableFuture<Void> w : writes) {
+            w.get(30, TimeUnit.SECONDS);
+        }
+        for (int i = 0; i < 12; i++) {
+            assertArrayEquals(random(50_000, 40 + i), real.get("c" + i, 0, 50_000), "block " + i);
+        }
+        assertEquals(1, io.pauses(), "one pause for one outage; fallbacks: " + io.fallbacks());
+        assertTrue(io.fallbacks() >= DirectWriteBlockIo.FAILURES_TO_PAUSE, "fallbacks: " + io.fallbacks());
+    }
+
+    /**
      * A URL whose signature S3 rejects (403): the write is not lost, the OSS uploads the block.
      */
     @Test
@@ -94,6 +119,32 @@ class DirectWriteBlockIoTest extends DirectIoFixture {
         assertEquals(0, io.directPuts());
         assertEquals(1, io.fallbacks());
         assertEquals(1, server.s3Puts());
+    }
+
+    /**
+     * S3 stops answering in the middle of an upload (it accepts the connection and never reads:
+     * the client's socket write blocks once the buffers are full): the PUT is aborted when
+     * {@code io_timeout} (2 s here) has passed since it started, and the block is written through
+     * the OSS. Regression (helper-found, 2026-12-07): only waits for an answer were bounded, so
+     * the write, and the fsync waiting for it, blocked until TCP gave up (5-7 minutes measured
+     * with packets dropped; for ever here).
+     */
+    @Test
+    void aPutThatStopsMidUploadIsAbortedAtTheTimeoutAndWrittenThroughTheOss() throws Exception {
+        int silent = silentServer().getLocalPort();
+        S3ObjectStore real = closing(S3ObjectStore.open(s3.config("direct", "silent")));
+        OssServer server = server(rewritingUrls(real, u -> toPort(u, silent)));
+        OssClient oss = ossClient(server);
+        DirectWriteBlockIo io = closing(new DirectWriteBlockIo(oss, oss, Duration.ofSeconds(2), 4));
+        byte[] b = random(16 << 20, 7);
+        long t0 = System.nanoTime();
+        io.write(0, "s1", b).get(30, TimeUnit.SECONDS);
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        assertTrue(seconds >= 1.9 && seconds < 15, "aborted at the 2 s deadline, then written through the OSS: " + seconds + " s");
+        assertArrayEquals(b, real.get("s1", 0, b.length));
+        assertEquals(0, io.directPuts());
+        assertEquals(1, io.fallbacks());
+        assertEquals(1, server.s3Puts(), "the OSS uploaded the block");
     }
 
     /**
