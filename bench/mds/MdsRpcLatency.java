@@ -36,7 +36,7 @@ public final class MdsRpcLatency {
         int calls = args.length > 2 ? Integer.parseInt(args[2]) : 2000;
         int names = 500;
         Files.createDirectory(dir);
-        try {
+        try (MdsClient mds = Nodes.mdsClient(cfg)) {
             byte[] small = new byte[100 << 10];
             new Random(1).nextBytes(small);
             for (int i = 0; i < names; i++) {
@@ -45,7 +45,6 @@ public final class MdsRpcLatency {
             byte[] big = new byte[64 << 20];
             new Random(2).nextBytes(big);
             Files.write(dir.resolve("big"), big);
-            MdsClient mds = Nodes.mdsClient(cfg);
             Caller root = Caller.newBuilder().setUid(0).setGid(0).build();
             long d = mds.lookup(root, MdsClient.ROOT_INO, bytes(dir.getFileName().toString())).getIno();
             System.out.printf("%-50s %9s %9s %9s %12s%n", "MDS read (one thread)", "p10 us", "p50 us", "p90 us", "ctx sw/call");
@@ -53,7 +52,6 @@ public final class MdsRpcLatency {
             run("lookup of a name", calls, i -> mds.lookup(root, d, bytes(name(i % names))));
             run("lookup for open, 100 KiB inline file", calls, i -> mds.lookupForOpen(root, d, bytes(name(i % names))));
             run("lookup for open, 64 MiB file (16 stripes)", Math.max(1, calls / 4), i -> mds.lookupForOpen(root, d, bytes("big")));
-            System.exit(0);
         } finally {
             try (var s = Files.list(dir)) {
                 for (Path p : (Iterable<Path>) s::iterator) {
@@ -62,6 +60,7 @@ public final class MdsRpcLatency {
             }
             Files.delete(dir);
         }
+        System.exit(0); // after the cleanup (an exit inside the try skipped it and left the files in the mount)
     }
 
     private static String name(int i) {

@@ -155,13 +155,7 @@ public final class DirectReadBlockIo implements BlockIo {
         SdkHttpFullRequest req = SdkHttpFullRequest.builder().method(SdkHttpMethod.GET).uri(url)
                 .putHeader("Range", "bytes=" + offset + "-" + (offset + length - 1)).build();
         ExecutableHttpRequest call = http.prepareRequest(HttpExecuteRequest.builder().request(req).build());
-        try (DirectS3Deadline deadline = DirectS3Deadline.start(call, ioTimeout)) {
-            try {
-                return getOnce(url, offset, length, call);
-            } catch (IOException e) {
-                throw new CompletionException(deadline.failure("GET of " + url.getPath(), e));
-            }
-        }
+        return DirectS3Deadline.run(call, ioTimeout, "GET of " + url.getPath(), () -> getOnce(url, offset, length, call));
     }
 
     /** Sends {@code call} (the ranged GET of {@code url}) and reads the bytes it answers; see {@link #get}. */

@@ -10,7 +10,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
@@ -109,17 +108,11 @@ public final class DirectWriteBlockIo implements BlockIo {
                 .build();
         ExecutableHttpRequest call = http.prepareRequest(HttpExecuteRequest.builder().request(req)
                 .contentStreamProvider(() -> new ByteArrayInputStream(data)).build());
-        try (DirectS3Deadline deadline = DirectS3Deadline.start(call, ioTimeout)) {
-            try {
-                putOnce(url, call);
-            } catch (IOException e) {
-                throw new CompletionException(deadline.failure("PUT of " + url.getPath(), e));
-            }
-        }
+        DirectS3Deadline.run(call, ioTimeout, "PUT of " + url.getPath(), () -> putOnce(url, call));
     }
 
     /** Sends {@code call} (the PUT to {@code url}) and reads its answer; IOException unless S3 answered 200. */
-    private void putOnce(URI url, ExecutableHttpRequest call) throws IOException {
+    private Void putOnce(URI url, ExecutableHttpRequest call) throws IOException {
         HttpExecuteResponse rsp = call.call();
         int status = rsp.httpResponse().statusCode();
         try (InputStream in = rsp.responseBody().orElse(null)) {
@@ -134,6 +127,7 @@ public final class DirectWriteBlockIo implements BlockIo {
         }
         directPuts.incrementAndGet();
         failures.succeeded();
+        return null;
     }
 
     /** Blocks PUT straight to S3 so far. */

@@ -44,6 +44,7 @@ class DirectReadBlockIoTest extends DirectIoFixture {
         assertArrayEquals(new byte[0], first.read(0, "b1", block.length, 10).get(), "a range past the end is empty");
         assertEquals(2, first.directGets());
         assertEquals(0, server.s3Gets(), "the OSS sent no GET");
+        assertEquals(0, DirectS3Deadline.pending(), "deadlines left after the GETs returned");
 
         DirectReadBlockIo second = client(server);
         assertArrayEquals(block, second.read(0, "b1", 0, block.length).get());

@@ -44,6 +44,8 @@ class DirectWriteBlockIoTest extends DirectIoFixture {
         assertArrayEquals(big, store.get("b1", 0, big.length));
         assertEquals(0, store.head("b2").size());
         assertArrayEquals(java.util.Arrays.copyOfRange(big, 100, 1100), io.read(0, "b1", 100, 1000).get(30, TimeUnit.SECONDS));
+        // a PUT's deadline ends with it: kept until io_timeout, it held the block's bytes that long
+        assertEquals(0, DirectS3Deadline.pending(), "deadlines left after the PUTs returned");
     }
 
     /** A key the OSS refuses (empty) fails the write as through the OSS: no object appears. */
