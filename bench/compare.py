@@ -12,7 +12,8 @@ Every size scales with BENCH_SCALE (default 1.0). The workloads, per target, in 
              threads, reported), the two AU datasets
   metadata   create, stat, readdir, unlink of 10,000 empty files (one thread)
   cold  ->   sequential read (dd bs=1M) cold, then warm (again)
-  cold  ->   4 parallel dd readers on 4 files; cold -> fio random 128 KiB reads; cold -> small
+  cold  ->   4 parallel dd readers on 4 files; cold -> fio random 128 KiB reads of half the
+             file, then of 1/16 of it; cold -> small
              files read with 8 threads
   cold  ->   PyTorch DataLoader over the small files; the MLPerf-Storage-style AU searches
 Each timed step (AU searches aside) runs BENCH_REPEAT times (default 3; 1 below scale 0.25: the
@@ -837,13 +838,18 @@ def parallel_read(target, plan):
     return {"par4": total / MIB / (time.perf_counter() - t0)}
 
 
-def random_read(target, plan, work):
-    """fio randread, 128 KiB, 4 jobs each over its own quarter of the sequential file (no repeats)."""
+def random_read(target, plan, work, share=2):
+    """fio randread, 128 KiB, 4 jobs each over its own quarter of the sequential file (no repeats),
+    each reading 1/share of its quarter's 128 KiB pieces: share 2 (half of the file, the row
+    issue 4 names) or 16 (a sparse reader: 1/16 of the file, the same number of reads per stripe
+    as a job reading one 128 KiB sample in 16 of a shard). Returns rand[share]_iops/_mib (no
+    suffix for 2)."""
     path = os.path.join(target.root, "seq.dat")
     region = (os.path.getsize(path) // 4) // (128 * KIB) * (128 * KIB)
     out = os.path.join(work, f"fio-{target.name}.json")
     cmd = ["fio", "--name=randread", f"--filename={path}", "--rw=randread", "--bs=128k", "--ioengine=psync",
-           "--numjobs=4", f"--size={region}", f"--offset_increment={region}", f"--io_size={max(region // 2, 128 * KIB)}",
+           "--numjobs=4", f"--size={region}", f"--offset_increment={region}",
+           f"--io_size={max(region // share // (128 * KIB) * (128 * KIB), 128 * KIB)}",
            f"--runtime={max(5, round(60 * plan.scale))}", "--group_reporting", "--output-format=json", f"--output={out}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.timeout)
     if p.returncode != 0:
@@ -851,7 +857,8 @@ def random_read(target, plan, work):
     job = json.load(open(out))["jobs"][0]
     if job.get("error"):
         raise RuntimeError(f"fio error {job['error']}")
-    return {"rand_iops": job["read"]["iops"], "rand_mib": job["read"]["bw_bytes"] / MIB}
+    key = "rand" if share == 2 else f"rand{share}"
+    return {f"{key}_iops": job["read"]["iops"], f"{key}_mib": job["read"]["bw_bytes"] / MIB}
 
 
 def small_read(target, plan):
@@ -972,8 +979,9 @@ ROWS = [  # id, label, unit
     ("read_cold", "sequential read, cold (dd bs=1M)", "MiB/s"),
     ("read_warm", "sequential read, warm (read again)", "MiB/s"),
     ("par4", "4 parallel readers on 4 files, cold", "MiB/s"),
-    ("rand_iops", "random 128 KiB reads (fio, 4 jobs), cold", "IOPS"),
-    ("rand_mib", "random 128 KiB reads, cold", "MiB/s"),
+    ("rand_iops", "random 128 KiB reads of half the file (fio, 4 jobs), cold", "IOPS"),
+    ("rand_mib", "random 128 KiB reads of half the file, cold", "MiB/s"),
+    ("rand16_iops", "random 128 KiB reads of 1/16 of the file (fio, 4 jobs), cold", "IOPS"),
     ("small_write", "small files written ({small} x 100 KiB, 8 threads)", "files/s"),
     ("small_read", "small files read ({small} x 100 KiB, 8 threads), cold", "files/s"),
     ("meta_create", "metadata: create ({meta} empty files, 1 thread)", "ops/s"),
@@ -1002,7 +1010,8 @@ REQUEST_WORKLOADS = [
     ("write", "sequential write (until in the bucket)"), ("setup", "setup: parallel-read files, small files, AU datasets"),
     ("meta_create", "metadata create"), ("meta_stat", "metadata stat"), ("meta_readdir", "metadata readdir"),
     ("meta_unlink", "metadata unlink"), ("read_cold", "sequential read cold"), ("read_warm", "sequential read warm"),
-    ("par4", "4 parallel readers"), ("rand", "random 128 KiB reads"), ("small_read", "small files read"),
+    ("par4", "4 parallel readers"), ("rand", "random 128 KiB reads"),
+    ("rand16", "random 128 KiB reads of 1/16"), ("small_read", "small files read"),
     ("loader", "DataLoader"), ("au_unet3d", "AU search unet3d"), ("au_retinanet", "AU search retinanet"),
 ]
 
@@ -1093,6 +1102,8 @@ class Runner:
             self.step(t, "par4", ["par4"], lambda: parallel_read(t, p))
             self.cold(t)
             self.step(t, "rand", ["rand_iops", "rand_mib"], lambda: random_read(t, p, w))
+            self.cold(t)
+            self.step(t, "rand16", ["rand16_iops"], lambda: random_read(t, p, w, 16))
             self.cold(t)
             self.step(t, "small_read", ["small_read"], lambda: small_read(t, p))
         for _ in range(p.repeat):
@@ -1386,7 +1397,8 @@ def report(runner, plan, targets, info, counter, elapsed):
             "**s3fs** runs with `-o use_path_request_style,url=http://127.0.0.1:PORT,allow_other` and its defaults otherwise.",
             "- Sequential write: a 1 MiB random buffer written in 1 MiB `write()`s, then `fsync` (as `dd bs=1M conv=fsync`). "
             "Random reads: `fio --rw=randread --bs=128k --ioengine=psync --numjobs=4`, each job over its own quarter of the "
-            "sequential file, half of it, no block twice. Metadata: one thread, page cache (dentries, inodes) dropped "
+            "sequential file, half of it, no block twice; then again over 1/16 of it (a sparse reader: s3fs fetches large "
+            "ranges of the file whatever the share read, Granary the bytes asked). Metadata: one thread, page cache (dentries, inodes) dropped "
             "before each of the four phases; readdir is one `os.listdir` of the whole folder; the unlink phase's time "
             "includes the `rmdir` of the emptied folder, which waits for removals still in flight (Granary's deferred unlinks).",
             f"- ² **AU** (MLPerf Storage style): each simulated accelerator is a process whose {UNET3D['threads']} reader threads "
