@@ -1002,6 +1002,7 @@ NOOP_ROWS = [
     ("noopd_cold", "FUSE ceiling, Granary's /dev/fuse binding (kernel protocol from Java, no libfuse): dd read cold", "MiB/s"),
     ("noopd_again", "FUSE ceiling, /dev/fuse binding: read again (no page cache kept)", "MiB/s"),
     ("noopd_stat", "FUSE ceiling, /dev/fuse binding: stat of {meta} names (as above)", "ops/s"),
+    ("noopd_small", "FUSE ceiling, /dev/fuse binding: {small} files of 100 KiB read with 8 threads (caches dropped, 3rd of 3 rounds)", "files/s"),
     ("noop3_cold", "FUSE ceiling, libfuse3 low-level via Java FFM (bench/fuse3): dd read cold", "MiB/s"),
     ("noop3_again", "FUSE ceiling, libfuse3 via FFM: read again (no page cache kept)", "MiB/s"),
     ("noop3_stat", "FUSE ceiling, libfuse3 via FFM: stat of {meta} names (as above)", "ops/s"),
@@ -1161,7 +1162,8 @@ class Runner:
         for extra, rows in (([], ("noop_cold", "noop_again", "noop_stat")), (["--kernel-cache"], (None, "noop_cached")),
                             (["--binding", "direct"], ("noopd_cold", "noopd_again", "noopd_stat"))):
             try:
-                d = Daemon(state, [GRANARY, "noopfs", mnt, "--size", f"{self.plan.noop_bytes // MIB}m", *extra],
+                d = Daemon(state, [GRANARY, "noopfs", mnt, "--size", f"{self.plan.noop_bytes // MIB}m",
+                                   "--small-size", str(self.plan.small_bytes), *extra],
                            os.path.join(self.work, "noopfs.log"))
                 try:
                     d.wait_mounted(mnt, "fuse.granary-noop", timeout=60)
@@ -1169,6 +1171,12 @@ class Runner:
                     first = dd_read(f, self.plan.timeout)
                     second = dd_read(f, self.plan.timeout)
                     stat = noop_stat(os.path.join(mnt, "names"), self.plan.meta_count) if len(rows) == 3 else None
+                    if "direct" in extra:
+                        try:
+                            figs["noopd_small"] = noop_small(os.path.join(mnt, "small"), self.plan.small_count, self.plan.small_bytes)
+                        except Exception as e:
+                            self.failures.append(f"no-op FUSE ceiling, small files: {e}")
+                            figs["noopd_small"] = "fails"
                 finally:
                     d.stop(timeout=30)
                     unmount(mnt)
@@ -1246,6 +1254,27 @@ def noop_stat(names_dir, count):
         for p in names:
             os.stat(p)
         rate = count / (time.perf_counter() - t0)
+    return rate
+
+
+def noop_small(small_dir, count, size):
+    """files/s reading count files of the no-op fs's /small whole, as the small-files step reads
+    Granary's (8 threads, open + read + close each), page cache and dentries dropped before each
+    of 3 rounds; the last round. The FUSE binding's ceiling for that step."""
+    paths = [os.path.join(small_dir, f"s{i:06d}") for i in range(count)]
+
+    def one(p):
+        with open(p, "rb") as f:
+            return len(f.read())
+    rate = None
+    for _ in range(3):
+        drop_caches()
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            got = sum(pool.map(one, paths))
+        rate = count / (time.perf_counter() - t0)
+        if got != count * size:
+            raise RuntimeError(f"no-op small files: read {got} bytes, expected {count * size}")
     return rate
 
 

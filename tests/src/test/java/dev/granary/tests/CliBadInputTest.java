@@ -145,8 +145,9 @@ class CliBadInputTest {
     }
 
     /**
-     * {@code granary noopfs --binding}: an unknown binding is one clear line; the /dev/fuse binding
-     * serves its file of zeros and, on SIGTERM, unmounts.
+     * {@code granary noopfs --binding}: an unknown binding (or {@code --small-size}) is one clear
+     * line; the /dev/fuse binding serves its file of zeros, empty files in /names and files of
+     * {@code --small-size} zeros in /small, and, on SIGTERM, unmounts; the path layer serves /small too.
      */
     @Test
     void noopfsBindings() throws Exception {
@@ -155,16 +156,41 @@ class CliBadInputTest {
         try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--binding", "libfuse9")) {
             assertOneClearLine(new Outcome(g.waitFor(60), g.errorLines(), g.transcript()), "expected jnr, direct or direct-path, got 'libfuse9'", mnt);
         }
-        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--size", "3m", "--binding", "direct")) {
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--small-size", "lots")) {
+            assertOneClearLine(new Outcome(g.waitFor(60), g.errorLines(), g.transcript()), "--small-size: not a size: 'lots'", mnt);
+        }
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--size", "3m", "--binding", "direct",
+                "--small-size", "100000")) {
             assertTrue(g.awaitLine("noopfs mounted at", 60), g.transcript());
             assertEquals("fuse.granary-noop granary-noop", FuseMount.mountedFsType(mnt));
             byte[] zeros = Files.readAllBytes(mnt.resolve("zeros"));
             assertEquals(3 << 20, zeros.length);
             assertEquals(0, java.util.stream.IntStream.range(0, zeros.length).filter(i -> zeros[i] != 0).count(), "all zeros");
             assertTrue(Files.isRegularFile(mnt.resolve("names/any-name")));
+            assertEquals(0, Files.size(mnt.resolve("names/any-name")));
+            // every name in /small is a file of --small-size zeros (the small-file ceiling of bench/compare.py)
+            for (String name : new String[] {"s000000", "s000001", "another"}) {
+                byte[] small = Files.readAllBytes(mnt.resolve("small").resolve(name));
+                assertEquals(100_000, small.length, name);
+                assertEquals(0, java.util.stream.IntStream.range(0, small.length).filter(i -> small[i] != 0).count(), name + ": all zeros");
+            }
+            assertFalse(Files.exists(mnt.resolve("small/a/b")), "/small holds no directories");
             g.signal("TERM");
             int rc = g.waitFor(60);
             assertTrue(rc == 0 || rc == 128 + 15, "exit status " + rc + " (0, or the JVM's for SIGTERM)\n" + g.transcript());
+            assertNull(FuseMount.mountedFsType(mnt), "unmounted at SIGTERM\n" + g.transcript());
+        }
+        // the path filesystem (jnr-fuse's, here through the /dev/fuse binding's path layer) serves /small too
+        try (GranaryProcess g = GranaryProcess.start(tmp, Map.of(), "noopfs", mnt.toString(), "--size", "1m", "--binding", "direct-path",
+                "--small-size", "4k")) {
+            assertTrue(g.awaitLine("noopfs mounted at", 60), g.transcript());
+            assertEquals(4096, Files.readAllBytes(mnt.resolve("small/s000007")).length);
+            assertEquals(0, Files.readAllBytes(mnt.resolve("names/n1")).length);
+            try (var listing = Files.list(mnt.resolve("small"))) {
+                assertEquals(0, listing.count(), "/small lists no names");
+            }
+            g.signal("TERM");
+            g.waitFor(60);
             assertNull(FuseMount.mountedFsType(mnt), "unmounted at SIGTERM\n" + g.transcript());
         }
     }
