@@ -861,19 +861,25 @@ def random_read(target, plan, work, share=2):
     return {f"{key}_iops": job["read"]["iops"], f"{key}_mib": job["read"]["bw_bytes"] / MIB}
 
 
-def small_read(target, plan):
-    d = os.path.join(target.root, "small")
-    paths = [os.path.join(d, n) for n in sorted(os.listdir(d))]
-
+def read_whole(paths, size, what):
+    """files/s reading each of paths whole (open, read, close) with 8 threads, as a DataLoader's
+    workers read samples; RuntimeError unless every file held size bytes."""
     def one(p):
         with open(p, "rb") as f:
             return len(f.read())
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         got = sum(pool.map(one, paths))
-    if got != len(paths) * plan.small_bytes:
-        raise RuntimeError(f"small files: read {got} bytes, expected {len(paths) * plan.small_bytes}")
-    return {"small_read": len(paths) / (time.perf_counter() - t0)}
+    rate = len(paths) / (time.perf_counter() - t0)
+    if got != len(paths) * size:
+        raise RuntimeError(f"{what}: read {got} bytes, expected {len(paths) * size}")
+    return rate
+
+
+def small_read(target, plan):
+    d = os.path.join(target.root, "small")
+    paths = [os.path.join(d, n) for n in sorted(os.listdir(d))]
+    return {"small_read": read_whole(paths, plan.small_bytes, "small files")}
 
 
 def dataloader(target, plan, python, info):
@@ -1262,19 +1268,10 @@ def noop_small(small_dir, count, size):
     Granary's (8 threads, open + read + close each), page cache and dentries dropped before each
     of 3 rounds; the last round. The FUSE binding's ceiling for that step."""
     paths = [os.path.join(small_dir, f"s{i:06d}") for i in range(count)]
-
-    def one(p):
-        with open(p, "rb") as f:
-            return len(f.read())
     rate = None
     for _ in range(3):
         drop_caches()
-        t0 = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            got = sum(pool.map(one, paths))
-        rate = count / (time.perf_counter() - t0)
-        if got != count * size:
-            raise RuntimeError(f"no-op small files: read {got} bytes, expected {count * size}")
+        rate = read_whole(paths, size, "no-op small files")
     return rate
 
 

@@ -62,9 +62,6 @@ public final class NoopFsCommand implements Callable<Integer> {
             + "layer Granary's mount uses on it) (default: ${DEFAULT-VALUE})."})
     String binding = "jnr";
 
-    /** Bytes of every file in /small, from {@link #smallSize}. */
-    private long small;
-
     @Override
     public Integer call() throws Exception {
         long bytes;
@@ -73,6 +70,7 @@ public final class NoopFsCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new UserError("--size: " + e.getMessage());
         }
+        long small;
         try {
             small = Sizes.parseBytes(smallSize);
         } catch (IllegalArgumentException e) {
@@ -83,7 +81,7 @@ public final class NoopFsCommand implements Callable<Integer> {
             throw new UserError("--binding: expected jnr, direct or direct-path, got '" + binding + "'");
         }
         if (binding.startsWith("direct")) {
-            return serveDirect(mp, bytes);
+            return serveDirect(mp, bytes, small);
         }
         Prerequisites.ensureFuse();
         FuseMount.checkMountPoint(mp);
@@ -118,7 +116,7 @@ public final class NoopFsCommand implements Callable<Integer> {
      * requests, {@link PooledFuseFS#DEFAULT_THREADS} threads, entries and attributes cached for
      * the client's cache timeout, the same kernel readahead.
      */
-    private Integer serveDirect(Path mp, long bytes) throws Exception {
+    private Integer serveDirect(Path mp, long bytes, long small) throws Exception {
         if (kernelCache) {
             throw new UserError("--kernel-cache: only with --binding jnr");
         }
