@@ -1,10 +1,13 @@
 package dev.granary.raft;
 
+import com.sun.nio.file.ExtendedOpenOption;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -95,6 +98,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
 
     private final Path dir;
     private final boolean syncCommits;
+    private final boolean directFlush;
     private final DBOptions dbOptions;
     private final ColumnFamilyOptions cfOptions;
     private final LRUCache blockCache;
@@ -110,11 +114,12 @@ public final class RocksKv implements KvReader, AutoCloseable {
     private byte[] forgetCursor;
     private boolean closed;
 
-    private RocksKv(Path dir, boolean syncCommits, DBOptions dbOptions, ColumnFamilyOptions cfOptions,
-                    LRUCache blockCache, RocksDB db, List<ColumnFamilyHandle> handles,
-                    Map<String, ColumnFamilyHandle> byName) {
+    private RocksKv(Path dir, boolean syncCommits, boolean directFlush, DBOptions dbOptions,
+                    ColumnFamilyOptions cfOptions, LRUCache blockCache, RocksDB db,
+                    List<ColumnFamilyHandle> handles, Map<String, ColumnFamilyHandle> byName) {
         this.dir = dir;
         this.syncCommits = syncCommits;
+        this.directFlush = directFlush;
         this.dbOptions = dbOptions;
         this.cfOptions = cfOptions;
         this.blockCache = blockCache;
@@ -177,6 +182,13 @@ public final class RocksKv implements KvReader, AutoCloseable {
             // No database yet: nothing to list.
         }
 
+        // SST files written by flushes and compactions bypass the page cache where the file system
+        // allows it (O_DIRECT). Small files' inline data passes through here once per peer; on this
+        // VM every page-cache page a write fills costs a fresh page (first touch), and the flush
+        // thread's copies were 14% of the machine while small files were written. Measured in a
+        // quickstart (2,500 files of 100 KiB, 8 threads, alternating runs): 279-300 files/s against
+        // 235-245, RocksDB's flush thread 0.7 against 2.3 CPU-s. Reads still go through the page cache.
+        boolean directFlush = directIoSupported(dir);
         LRUCache cache = new LRUCache(BLOCK_CACHE_BYTES);
         BlockBasedTableConfig table = new BlockBasedTableConfig()
                 .setBlockCache(cache)
@@ -202,6 +214,7 @@ public final class RocksKv implements KvReader, AutoCloseable {
                 .setMaxOpenFiles(512)
                 .setKeepLogFileNum(3)
                 .setMaxTotalWalSize(64L << 20)
+                .setUseDirectIoForFlushAndCompaction(directFlush)
                 .setAtomicFlush(true); // without a WAL: every column family flushed at one point
         List<ColumnFamilyDescriptor> descriptors = new ArrayList<>();
         for (String name : names) {
@@ -222,7 +235,44 @@ public final class RocksKv implements KvReader, AutoCloseable {
         for (String name : names) {
             byName.put(name, handles.get(i++));
         }
-        return new RocksKv(dir, syncCommits, dbo, cfo, cache, db, handles, Map.copyOf(byName));
+        return new RocksKv(dir, syncCommits, directFlush, dbo, cfo, cache, db, handles, Map.copyOf(byName));
+    }
+
+    /**
+     * Whether flushes and compactions write their SST files with {@code O_DIRECT} (bypassing the
+     * page cache): true when the file system of {@link #dir()} accepted a direct write at open.
+     */
+    public boolean directFlush() {
+        return directFlush;
+    }
+
+    /**
+     * Whether the file system holding {@code dir} takes {@code O_DIRECT} writes: a probe file is
+     * created there, one 4 KiB aligned block written through {@code O_DIRECT}, and deleted. False
+     * on any refusal (tmpfs before Linux 6.6 and some overlay file systems answer {@code EINVAL}),
+     * so a database there keeps buffered flushes instead of failing its first flush.
+     *
+     * @param dir an existing directory
+     */
+    static boolean directIoSupported(Path dir) {
+        Path probe = dir.resolve(".direct-io-probe");
+        try {
+            try (FileChannel ch = FileChannel.open(probe, StandardOpenOption.CREATE,
+                    StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING, ExtendedOpenOption.DIRECT)) {
+                int block = 4096;
+                ByteBuffer buf = ByteBuffer.allocateDirect(2 * block).alignedSlice(block).limit(block);
+                ch.write(buf, 0);
+            }
+            return true;
+        } catch (IOException | UnsupportedOperationException e) {
+            return false;
+        } finally {
+            try {
+                Files.deleteIfExists(probe);
+            } catch (IOException e) {
+                // A probe left behind is harmless: RocksDB ignores files it does not know.
+            }
+        }
     }
 
     /** The directory of this database. */

@@ -153,6 +153,40 @@ class RocksKvTest {
     }
 
     @Test
+    void largeValuesSurviveFlushesAndCompactionsWrittenDirect() {
+        // 80 MiB of 100 KiB values (small files' inline data): five memtables flushed and a
+        // compaction of the level-0 files, through O_DIRECT where the temp dir's file system takes it.
+        Path dir = tmp.resolve("db");
+        int values = 800;
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            assertEquals(RocksKv.directIoSupported(tmp), kv.directFlush());
+            for (int i = 0; i < values; i++) {
+                KvTxn t = kv.newTxn();
+                t.put("inodes", b(String.format("i%05d", i)), value(i));
+                kv.commit(t, 1, i + 1);
+            }
+        }
+        try (RocksKv kv = RocksKv.open(dir, CFS)) {
+            assertEquals(values, kv.lastAppliedIndex());
+            for (int i = 0; i < values; i++) {
+                assertArrayEquals(value(i), kv.get("inodes", b(String.format("i%05d", i))), "value " + i);
+            }
+        }
+        assertFalse(Files.exists(dir.resolve(".direct-io-probe")), "the probe file is removed");
+    }
+
+    @Test
+    void directIoProbeRefusesWhatItCannotWrite() {
+        assertFalse(RocksKv.directIoSupported(tmp.resolve("missing")));
+    }
+
+    private static byte[] value(int i) {
+        byte[] v = new byte[100 * 1024];
+        new java.util.Random(i).nextBytes(v);
+        return v;
+    }
+
+    @Test
     void callsAreRememberedWithTheirEntryUntilForgottenByStamp() {
         Path dir = tmp.resolve("db");
         try (RocksKv kv = RocksKv.open(dir, CFS)) {
