@@ -3,6 +3,7 @@ package dev.granary.mds.client;
 import com.google.protobuf.ByteString;
 import dev.granary.mds.FsException;
 import dev.granary.mds.proto.*;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -201,9 +202,29 @@ public final class MdsClient implements AutoCloseable {
      * as {@link #lookup}.
      */
     public FileMap lookupForOpen(Caller c, long parent, byte[] name) {
-        MdsResponse r = lookupRead(req(c).setLookup(LookupRequest.newBuilder().setParent(parent).setName(bs(name))
-                .setWithExtents(true).setWholeMap(true)));
-        return new FileMap(r.getAttr(), r.getHasExtents() ? r.getExtentsList() : null);
+        return lookupForOpen(c, parent, name, null);
+    }
+
+    /**
+     * {@link #lookupForOpen(Caller, long, byte[])} for a client that holds {@code cached}, the map
+     * of the inode it expects under {@code name} as fetched earlier ({@link #getFileMaps}): when
+     * the name still holds that inode at the same ctime, the MDS sends only the attributes and
+     * the answer carries {@code cached}'s extents (a small file's inline bytes are not read or
+     * sent again); otherwise the current map, as without it. {@code cached} null: as without it.
+     * Errors as {@link #lookup}.
+     */
+    public FileMap lookupForOpen(Caller c, long parent, byte[] name, FileMap cached) {
+        LookupRequest.Builder q = LookupRequest.newBuilder().setParent(parent).setName(bs(name))
+                .setWithExtents(true).setWholeMap(true);
+        if (cached != null && cached.extents() != null) {
+            q.setCachedIno(cached.attr().getIno()).setCachedCtimeNs(cached.attr().getCtimeNs());
+        }
+        MdsResponse r = lookupRead(req(c).setLookup(q));
+        if (r.getExtentsCached() && cached != null && cached.extents() != null
+                && r.getAttr().getIno() == cached.attr().getIno() && r.getAttr().getCtimeNs() == cached.attr().getCtimeNs()) {
+            return new FileMap(r.getAttr(), cached.extents());
+        }
+        return new FileMap(r.getAttr(), r.getHasExtents() && !r.getExtentsCached() ? r.getExtentsList() : null);
     }
 
     /** A lookup's read: an ENOENT that carries the directory's attributes becomes a {@link NoEntryException}. */
@@ -492,6 +513,33 @@ public final class MdsClient implements AutoCloseable {
     public FileMap getFileMap(Caller c, long ino) {
         MdsResponse r = read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0)));
         return new FileMap(r.getAttr(), r.getExtentsList());
+    }
+
+    /**
+     * The attributes and whole extent maps of regular files {@code inos}, from one consistent MDS
+     * read sent on its own ({@link MdsTransport#readBulk}: it may carry megabytes of inline bytes
+     * and must not hold up other reads). One entry per inode, in order; null for an inode the
+     * MDS refused (ENOENT: removed since, EISDIR, EINVAL, EACCES).
+     *
+     * @throws FsException EIO when the MDS cannot be reached or answers malformed
+     */
+    public List<FileMap> getFileMaps(Caller c, List<Long> inos) {
+        if (inos.isEmpty()) {
+            return List.of();
+        }
+        BatchReadRequest.Builder b = BatchReadRequest.newBuilder();
+        for (long ino : inos) {
+            b.addRequests(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0)));
+        }
+        MdsResponse all = check(transport.readBulk(MdsRequest.newBuilder().setBatchRead(b).build()));
+        if (all.getBatchCount() != inos.size()) {
+            throw new FsException(Status.EIO, "MDS answered a batch of " + inos.size() + " reads with " + all.getBatchCount() + " responses");
+        }
+        List<FileMap> out = new ArrayList<>(inos.size());
+        for (MdsResponse r : all.getBatchList()) {
+            out.add(r.getStatus() == Status.OK ? new FileMap(r.getAttr(), r.getExtentsList()) : null);
+        }
+        return out;
     }
 
     /**

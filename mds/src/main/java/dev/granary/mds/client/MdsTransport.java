@@ -15,6 +15,15 @@ public interface MdsTransport extends AutoCloseable {
     /** Sends a read-only request. */
     MdsResponse read(MdsRequest request);
 
+    /**
+     * Sends a large read-only request (a batch of many reads, megabytes of answer) on its own, so
+     * that it never holds up the small reads other threads wait on (the Raft transport batches
+     * those and keeps one batch in flight). By default the same as {@link #read}.
+     */
+    default MdsResponse readBulk(MdsRequest request) {
+        return read(request);
+    }
+
     @Override
     void close();
 }

@@ -70,6 +70,16 @@ public final class RaftMdsTransport implements MdsTransport {
         return reads.call(request);
     }
 
+    /**
+     * {@inheritDoc} Here: straight to the Raft client, beside the batched reads, any number in flight.
+     *
+     * @throws FsException EIO when the group is unavailable or refuses the request
+     */
+    @Override
+    public MdsResponse readBulk(MdsRequest request) {
+        return readOnce(request);
+    }
+
     /** Reads that went out in batches with other threads' reads, and those batches (tests, status). */
     public long[] batchedReads() {
         return new long[] {reads.batchedRequests(), reads.batches()};

@@ -1538,8 +1538,11 @@ public final class Namespace {
         long writeNs = mtimeNs != 0 ? mtimeNs : now;
         InodeRecord.Builder b = r.toBuilder().setSize(size);
         if (keepMtime) {
-            // utimensat after the last write already set ctime to its (later) time: keep both.
-            b.setCtimeNs(Math.max(r.getCtimeNs(), writeNs));
+            // utimensat after the last write already set ctime to its (later) time: keep the
+            // mtime, and the ctime still moves (by 1 ns at least): a change of the data must
+            // change the ctime, which clients compare to tell a map they hold is current
+            // (LookupRequest.cached_ctime_ns).
+            b.setCtimeNs(Math.max(r.getCtimeNs() + 1, writeNs));
         } else {
             b.setMtimeNs(dataMtime(r.getMtimeNs(), writeNs, now)).setCtimeNs(ctimeAfter(r.getCtimeNs(), now));
         }

@@ -308,7 +308,13 @@ public final class MdsStateMachine implements KvApplier {
                         && stripe > 0 && (a.getSize() <= stripe || r.getLookup().getWholeMap())) {
                     // a file of at most one stripe: its map is one extent at most (often inline bytes);
                     // whole_map: an open's lookup, which needs the map of any size
-                    out.addAllExtents(ns.getExtents(c, a.getIno(), 0, 0)).setHasExtents(true);
+                    var q = r.getLookup();
+                    if (q.getCachedIno() != 0 && q.getCachedIno() == a.getIno() && q.getCachedCtimeNs() == a.getCtimeNs()) {
+                        // the client's map is this inode's at this ctime: nothing to read or send
+                        out.setHasExtents(true).setExtentsCached(true);
+                    } else {
+                        out.addAllExtents(ns.getExtents(c, a.getIno(), 0, 0)).setHasExtents(true);
+                    }
                 }
             }
             case GETATTR -> out.setAttr(ns.getattr(c, r.getGetattr().getIno()));

@@ -123,7 +123,9 @@ class ExtentsTest extends MdsTestBase {
         assertEquals(explicit, u.getMtimeNs());
         Attr k = mds.commitExtents(ROOT, f.getIno(), List.of(ext(f.getLayout(), 0, "b1", 20)), 20, writeNs + 5, true);
         assertEquals(explicit, k.getMtimeNs(), "keep_mtime leaves the utimens value");
-        assertEquals(u.getCtimeNs(), k.getCtimeNs(), "ctime not moved: the utimens was later than the write");
+        // the utimens was later than the write: ctime moves by the least step, as every change of
+        // the data must move it (clients compare it to know that a map they hold is current)
+        assertEquals(u.getCtimeNs() + 1, k.getCtimeNs());
         assertTrue(u.getCtimeNs() > a.getCtimeNs());
         assertEquals(20, k.getSize());
     }
@@ -147,7 +149,8 @@ class ExtentsTest extends MdsTestBase {
                 () -> mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_MODE).setMode(0600).build()),
                 () -> mds.link(ROOT, f.getIno(), R, b("g")),
                 () -> { mds.unlink(ROOT, R, b("g")); return mds.getattr(ROOT, f.getIno()); },
-                () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "c2", 30)), 30, 0));
+                () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "c2", 30)), 30, 0),
+                () -> mds.commitExtents(ROOT, f.getIno(), List.of(ext(l, 0, "c3", 30)), 30, f.getCtimeNs(), true));
         for (var change : changes) {
             clock.addAndGet(-1_000_000); // the next stamp is 1 ms before the last one
             Attr a = change.get();
@@ -249,6 +252,57 @@ class ExtentsTest extends MdsTestBase {
         byte[] b = data.getBytes(java.nio.charset.StandardCharsets.UTF_8);
         return Extent.newBuilder().setStripeIndex(0).setLength(b.length)
                 .setInlineData(com.google.protobuf.ByteString.copyFrom(b)).build();
+    }
+
+    /**
+     * An open's lookup that names the map the client fetched ahead (its inode and ctime) gets the
+     * attributes only while the name holds that inode at that ctime, and the current map after
+     * any change of the data (a rewrite of the same size, a commit under keep_mtime after a
+     * utimens) or of the name (another file renamed over it). getFileMaps answers per inode.
+     */
+    @Test
+    void anOpenLookupSendsNoExtentsForTheMapTheClientHoldsAndTheNewOneAfterAChange() {
+        registerOsts(2);
+        Attr f = mds.create(ROOT, R, b("f"), 0644, true);
+        mds.commitExtents(ROOT, f.getIno(), List.of(inline("hello")), 5, 0);
+        Attr d = mds.mkdir(ROOT, R, b("d"), 0755);
+        List<MdsClient.FileMap> maps = mds.getFileMaps(ROOT, List.of(f.getIno(), d.getIno(), 999_999L));
+        assertEquals(3, maps.size());
+        assertNull(maps.get(1), "a directory has no map");
+        assertNull(maps.get(2), "no such inode");
+        MdsClient.FileMap held = maps.get(0);
+        assertEquals("hello", held.extents().get(0).getInlineData().toStringUtf8());
+
+        // the wire: the MDS sends no extents for the held map
+        var raw = transport.read(dev.granary.mds.proto.MdsRequest.newBuilder().setCaller(ROOT)
+                .setLookup(dev.granary.mds.proto.LookupRequest.newBuilder().setParent(R).setName(com.google.protobuf.ByteString.copyFrom(b("f")))
+                        .setWithExtents(true).setWholeMap(true).setCachedIno(f.getIno()).setCachedCtimeNs(held.attr().getCtimeNs()))
+                .build());
+        assertTrue(raw.getExtentsCached());
+        assertTrue(raw.getHasExtents());
+        assertEquals(0, raw.getExtentsCount());
+        MdsClient.FileMap same = mds.lookupForOpen(ROOT, R, b("f"), held);
+        assertEquals("hello", same.extents().get(0).getInlineData().toStringUtf8());
+        assertEquals(held.attr().getCtimeNs(), same.attr().getCtimeNs());
+
+        mds.commitExtents(ROOT, f.getIno(), List.of(inline("world")), 5, 0); // same size, new bytes
+        assertEquals("world", mds.lookupForOpen(ROOT, R, b("f"), held).extents().get(0).getInlineData().toStringUtf8());
+
+        MdsClient.FileMap held2 = mds.getFileMaps(ROOT, List.of(f.getIno())).get(0);
+        mds.setattr(ROOT, SetAttrRequest.newBuilder().setIno(f.getIno()).setValid(MdsClient.SETATTR_MTIME)
+                .setMtimeNs(held2.attr().getCtimeNs() + 1_000_000_000L).build());
+        MdsClient.FileMap held3 = mds.getFileMaps(ROOT, List.of(f.getIno())).get(0);
+        mds.commitExtents(ROOT, f.getIno(), List.of(inline("again")), 5, held2.attr().getCtimeNs(), true);
+        assertEquals("again", mds.lookupForOpen(ROOT, R, b("f"), held3).extents().get(0).getInlineData().toStringUtf8(),
+                "a commit under keep_mtime after a later utimens still moves the ctime");
+
+        Attr g = mds.create(ROOT, R, b("g"), 0644, true);
+        mds.commitExtents(ROOT, g.getIno(), List.of(inline("other")), 5, 0);
+        MdsClient.FileMap current = mds.getFileMaps(ROOT, List.of(f.getIno())).get(0);
+        mds.rename(ROOT, R, b("g"), R, b("f"), 0);
+        MdsClient.FileMap renamed = mds.lookupForOpen(ROOT, R, b("f"), current);
+        assertEquals(g.getIno(), renamed.attr().getIno());
+        assertEquals("other", renamed.extents().get(0).getInlineData().toStringUtf8());
     }
 
     /** Data on MDS: a small file's bytes live in its stripe-0 extent; no block is ever freed for them. */
