@@ -228,6 +228,65 @@ class LayoutAndInlineTest {
     }
 
     /**
+     * Data-ahead through real mounts and Raft: a second mount reads 300 small files another mount
+     * wrote, with 8 threads as a DataLoader's workers do, after the page cache is dropped; the
+     * maps its opens use came in bulk (counted), every file reads back whole, and a file the
+     * writer rewrote (same size) after the reader had fetched it ahead reads with its new bytes.
+     */
+    @Test
+    void smallFilesReadByAnotherMountComeAheadAndStayCurrent() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("ahead"));
+        int n = 300;
+        Random rnd = new Random(12);
+        List<byte[]> files = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            byte[] b = new byte[20 * 1024 + i];
+            rnd.nextBytes(b);
+            files.add(b);
+            Files.write(d.resolve(String.format("s%04d", i)), b);
+        }
+        Nodes.Client reader = cluster.mount(tmp.resolve("mnt-reader"));
+        Path rd = tmp.resolve("mnt-reader").resolve("ahead");
+        Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
+        // the first half, then (its maps held) a rewrite of a file of the second half, then the rest
+        readAll(rd, files, 0, n / 2);
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (reader.vfs().dataAheadCounters()[0] < n - 10 && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        byte[] again = new byte[files.get(250).length];
+        rnd.nextBytes(again);
+        Files.write(d.resolve("s0250"), again);
+        files.set(250, again);
+        readAll(rd, files, n / 2, n);
+        long[] c = reader.vfs().dataAheadCounters();
+        System.out.printf("data-ahead: %d small files read by another mount: %d fetched ahead, %d opens took them%n", n, c[0], c[1]);
+        assertTrue(c[0] >= n / 2, "fetched ahead: " + c[0]);
+        assertTrue(c[1] >= n / 2, "opens that took a fetched map: " + c[1]);
+    }
+
+    /** Reads files [from, to) of {@code d} with 8 threads and checks each against {@code files}. */
+    private static void readAll(Path d, List<byte[]> files, int from, int to) throws Exception {
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(8);
+        try {
+            List<java.util.concurrent.Future<?>> fs = new ArrayList<>();
+            for (int i = from; i < to; i++) {
+                int at = i;
+                fs.add(pool.submit(() -> {
+                    String name = String.format("s%04d", at);
+                    assertArrayEquals(files.get(at), Files.readAllBytes(d.resolve(name)), name);
+                    return null;
+                }));
+            }
+            for (var f : fs) {
+                f.get();
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /**
      * Small-file packing (client.pack_max 1 MiB; off by default): files above inline_max (256 KiB) and at most pack_max that 8
      * threads close together share S3 blocks: fewer PUTs than files; each reads back whole after
      * the page cache is dropped, also through the mount without packing.

@@ -89,12 +89,18 @@ import java.time.Duration;
  * @param fuseBinding      how the mount talks to the kernel ({@link FuseBinding}): default
  *                         {@link FuseBinding#AUTO}, Granary's own /dev/fuse binding when running as
  *                         root, jnr-fuse over libfuse2 otherwise
+ * @param dataAhead        data-ahead ({@link DataAhead}): once statahead read a directory and files
+ *                         of it are being opened, the maps of its small files (inline bytes) are
+ *                         fetched in bulk ahead of the opens, which then revalidate them with the
+ *                         MDS without reading them again; held maps take at most half of
+ *                         {@code maxReadaheadBytes}. Needs statahead, readahead and inline data on.
+ *                         Default true
  */
 public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long maxDirtyBytes, int ioThreads,
                            int readdirPageSize, boolean allowOther, int fuseMaxRead, int fuseMaxWrite,
                            int inlineMax, boolean keepCache, Duration openAfterLookup, Duration lockLease,
                            int stataheadMax, boolean deferredUnlink, boolean deferredCreate, long maxReadaheadBytes,
-                           boolean dirLease, int packMax, int stripeFillReads, FuseBinding fuseBinding) {
+                           boolean dirLease, int packMax, int stripeFillReads, FuseBinding fuseBinding, boolean dataAhead) {
     /** 1 MiB in bytes. */
     public static final int MIB = 1 << 20;
 
@@ -174,12 +180,17 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
 
     /** A copy with another FUSE binding. */
     public ClientConfig withFuseBinding(FuseBinding b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, b);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, b, dataAhead);
+    }
+
+    /** The same with data-ahead on or off ({@link DataAhead}). */
+    public ClientConfig withDataAhead(boolean b) {
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, b);
     }
 
     /** A copy with another packing threshold (bytes; 0 disables packing). */
     public ClientConfig withPackMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, n, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, n, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /**
@@ -189,81 +200,81 @@ public record ClientConfig(Duration cacheTimeout, int readaheadStripes, long max
      * directory leases, no packing, no whole-stripe fills, the FUSE binding chosen by who runs it.
      */
     public static ClientConfig defaults() {
-        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true, 256L * MIB, true, 0, 0, FuseBinding.AUTO);
+        return new ClientConfig(Duration.ofSeconds(1), 4, 256L * MIB, 8, 1024, true, MIB, MIB, 256 << 10, true, Duration.ofMillis(2), Duration.ofSeconds(15), 32768, false, true, 256L * MIB, true, 0, 0, FuseBinding.AUTO, true);
     }
 
     /** A copy with another cache timeout. */
     public ClientConfig withCacheTimeout(Duration d) {
-        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(d, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another readahead window (stripes). */
     public ClientConfig withReadaheadStripes(int n) {
-        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, n, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another dirty-memory limit (bytes). */
     public ClientConfig withMaxDirtyBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, n, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another readdir page size (entries). */
     public ClientConfig withReaddirPageSize(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, n, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with allow_other set. */
     public ClientConfig withAllowOther(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, b, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another inline-data threshold (bytes; 0 disables). */
     public ClientConfig withInlineMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, n, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with keep_cache on or off. */
     public ClientConfig withKeepCache(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, b, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another open-after-lookup window (0 disables). */
     public ClientConfig withOpenAfterLookup(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, d, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another lock lease. */
     public ClientConfig withLockLease(Duration d) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, d, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another statahead limit (entries per directory fetch; 0 disables). */
     public ClientConfig withStataheadMax(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, n, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with deferred creates on or off. */
     public ClientConfig withDeferredCreate(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, b, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with deferred unlinks on or off. */
     public ClientConfig withDeferredUnlink(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, b, deferredCreate, maxReadaheadBytes, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with directory leases on or off. */
     public ClientConfig withDirLease(boolean b) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, b, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, b, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 
     /** A copy with another whole-stripe fill threshold (random reads of a stripe; 0 disables it). */
     public ClientConfig withStripeFillReads(int n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, n, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, maxReadaheadBytes, dirLease, packMax, n, fuseBinding, dataAhead);
     }
 
     /** A copy with another read-window budget (bytes; 0 disables readahead). */
     public ClientConfig withMaxReadaheadBytes(long n) {
-        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, n, dirLease, packMax, stripeFillReads, fuseBinding);
+        return new ClientConfig(cacheTimeout, readaheadStripes, maxDirtyBytes, ioThreads, readdirPageSize, allowOther, fuseMaxRead, fuseMaxWrite, inlineMax, keepCache, openAfterLookup, lockLease, stataheadMax, deferredUnlink, deferredCreate, n, dirLease, packMax, stripeFillReads, fuseBinding, dataAhead);
     }
 }

@@ -127,6 +127,8 @@ public final class GranaryVfs implements AutoCloseable {
     /** Hand-overs of stripe buffers between handles so far ({@link #handedOver}). */
     private final AtomicLong handOvers = new AtomicLong();
     private final StatAhead statAhead;
+    /** Data-ahead of small files' maps after statahead, or null when off (no statahead, readahead or inline data). */
+    private final DataAhead dataAhead;
     /** Unlinks sent to the MDS in the background ({@link ClientConfig#deferredUnlink()}), or null. */
     private final DeferredUnlinks deferred;
     /** Creates answered here and sent to the MDS later ({@link ClientConfig#deferredCreate()}), or null. */
@@ -270,6 +272,11 @@ public final class GranaryVfs implements AutoCloseable {
                 (dir, name) -> recentlyChanged.getIfPresent(new DentryKey(dir, name)) != null
                         || (deferred != null && deferred.pending(dir, name)));
         this.statAhead.onCompleteListing(listings::put); // a complete listing read with attributes
+        this.dataAhead = config.dataAhead() && config.stataheadMax() > 0 && config.maxReadaheadBytes() > 0 && config.inlineMax() > 0
+                ? new DataAhead(mds, readaheadBudget, config.inlineMax()) : null;
+        if (dataAhead != null) {
+            statAhead.onPage(dataAhead::offer);
+        }
     }
 
     /**
@@ -541,6 +548,11 @@ public final class GranaryVfs implements AutoCloseable {
     private Attr cachedEntry(DentryKey key) {
         Long ino = dentries.getIfPresent(key);
         return ino == null ? null : attrs.getIfPresent(ino);
+    }
+
+    /** Small files' maps fetched ahead, those opens took, and those dropped unopened (tests, diagnostics; zeros when off). */
+    public long[] dataAheadCounters() {
+        return dataAhead == null ? new long[3] : dataAhead.counters();
     }
 
     /** Directory fetches statahead started, and the entries they cached (tests, diagnostics). */
@@ -1388,7 +1400,11 @@ public final class GranaryVfs implements AutoCloseable {
         DentryKey key = new DentryKey(dir.getIno(), name);
         MdsClient.FileMap m;
         try {
-            m = mds.lookupForOpen(c, dir.getIno(), nameBytes(name));
+            // a map fetched ahead for the inode this client expects here: the MDS sends it again
+            // only if the name now holds another inode or the file changed (its ctime moved)
+            Long expected = dentries.getIfPresent(key);
+            MdsClient.FileMap ahead = dataAhead != null && expected != null ? dataAhead.take(dir.getIno(), expected) : null;
+            m = mds.lookupForOpen(c, dir.getIno(), nameBytes(name), ahead);
         } catch (FsException e) {
             if (e.status() == Status.ENOENT) {
                 dentries.invalidate(key);
@@ -2242,6 +2258,9 @@ public final class GranaryVfs implements AutoCloseable {
         }
         if (deferred != null) {
             deferred.close(); // sends the pending unlinks (waits up to 30 s)
+        }
+        if (dataAhead != null) {
+            dataAhead.close();
         }
         dirs.clear();
         renewer.shutdownNow();

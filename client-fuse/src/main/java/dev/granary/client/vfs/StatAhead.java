@@ -104,6 +104,19 @@ final class StatAhead {
         this.listed = sink;
     }
 
+    /** Receives each page a fetch cached: the attributes of its entries, in name order ({@link DataAhead}). */
+    interface PageSink {
+        void page(Caller c, long dir, List<Attr> entries);
+    }
+
+    /** Where cached pages go; null: nowhere. */
+    private volatile PageSink pageSink;
+
+    /** Sends every page a fetch cached to {@code sink}. */
+    void onPage(PageSink sink) {
+        this.pageSink = sink;
+    }
+
     private boolean enabled() {
         return config.stataheadMax() > 0 && !config.cacheTimeout().isZero();
     }
@@ -261,6 +274,16 @@ final class StatAhead {
                         }
                     }
                     fetchedEntries.addAndGet(put.size());
+                    PageSink sink = pageSink;
+                    if (sink != null) {
+                        List<Attr> cached = new ArrayList<>(p.entries().size());
+                        for (DirEntry e : p.entries()) {
+                            if (e.hasAttr()) {
+                                cached.add(e.getAttr());
+                            }
+                        }
+                        sink.page(c, dirIno, cached);
+                    }
                 }
             }
             got += p.entries().size();

@@ -1376,6 +1376,62 @@ class GranaryVfsTest extends LocalClusterTestBase {
         }
     }
 
+    /**
+     * Data-ahead: a stat loop alone fetches no data; once files of the directory are being opened,
+     * the maps of its small files come in bulk and the opens take them, revalidated with the MDS:
+     * a file another client rewrote (same size) after the fetch opens with its new bytes, and a
+     * name another client gave to another file opens that file. data_ahead false fetches nothing.
+     */
+    @Test
+    void dataAheadFetchesSmallFilesForOpensAndEveryOpenSeesTheFileAsItIsNow() throws Exception {
+        int n = 80;
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/da" + i, random(1000 + i, i), 4096);
+        }
+        writeFile(vfs, dir + "/empty", new byte[0], 1); // not fetched: nothing inline
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(java.time.Duration.ofSeconds(30)).withReaddirPageSize(16);
+        try (GranaryVfs stat = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            for (int i = 0; i < n; i++) {
+                assertEquals(1000 + i, stat.getattr(ROOT, dir + "/da" + i).getSize());
+            }
+            Thread.sleep(300);
+            assertEquals(0, stat.dataAheadCounters()[0], "a stat loop fetches no data");
+        }
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            for (int i = 0; i < n; i++) {
+                other.getattr(ROOT, dir + "/da" + i); // statahead reads the directory
+            }
+            assertArrayEquals(random(1000, 0), readAll(other, dir + "/da0", 4096));
+            assertArrayEquals(random(1001, 1), readAll(other, dir + "/da1", 4096)); // the second open starts it
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (other.dataAheadCounters()[0] < n - 2 && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertEquals(n - 2, other.dataAheadCounters()[0], "the other small files fetched ahead");
+
+            writeFile(vfs, dir + "/da5", random(1005, 99), 4096); // rewritten after the fetch, same size
+            writeFile(vfs, dir + "/moved", random(777, 7), 4096);
+            vfs.rename(ROOT, dir + "/moved", dir + "/da6", 0); // another file under the name
+            for (int i = 2; i < n; i++) {
+                byte[] want = i == 5 ? random(1005, 99) : i == 6 ? random(777, 7) : random(1000 + i, i);
+                assertArrayEquals(want, readAll(other, dir + "/da" + i, 4096), "da" + i);
+            }
+            long[] c = other.dataAheadCounters();
+            assertEquals(n - 2, c[1], "every fetched map taken by its open");
+            assertEquals(0, c[2]);
+        }
+        try (GranaryVfs off = new GranaryVfs(cluster.mds, cluster.blockIo, cfg.withDataAhead(false))) {
+            for (int i = 0; i < n; i++) {
+                off.getattr(ROOT, dir + "/da" + i);
+            }
+            for (int i = 0; i < 10; i++) {
+                readAll(off, dir + "/da" + i, 4096);
+            }
+            Thread.sleep(300);
+            assertArrayEquals(new long[3], off.dataAheadCounters(), "data_ahead false");
+        }
+    }
+
     @Test
     void openWithTruncEmptiesTheFile() {
         writeFile(vfs, dir + "/tr", random(1000, 9), 1000);

@@ -307,6 +307,7 @@ public final class Nodes {
                 .withInlineMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.inlineMax)))
                 .withPackMax((int) Math.min(Integer.MAX_VALUE, Sizes.parseBytes(cfg.client.packMax)))
                 .withStripeFillReads(cfg.client.stripeFillReads)
+                .withDataAhead(cfg.client.dataAhead)
                 .withKeepCache(cfg.client.keepCache)
                 .withOpenAfterLookup(Sizes.parseDuration(cfg.client.openAfterLookup))
                 .withLockLease(Sizes.parseDuration(cfg.client.lockLease))

@@ -117,6 +117,11 @@ public final class GranaryConfig {
          * fetches the stripe whole into the kernel's page cache; 0 (default) disables; N in [2, 1024].
          */
         public int stripeFillReads = 0;
+        /**
+         * Data-ahead: once statahead read a directory and its files are being opened, its small
+         * files' maps (inline bytes) are fetched in bulk ahead of the opens (at most half of max_readahead).
+         */
+        public boolean dataAhead = true;
         /** Keep a file's kernel page cache across opens while its size and mtime are unchanged. */
         public boolean keepCache = true;
         /** An open this soon after a lookup of the same small file uses that lookup's map ("0s": never). */
