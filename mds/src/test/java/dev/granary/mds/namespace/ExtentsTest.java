@@ -274,10 +274,11 @@ class ExtentsTest extends MdsTestBase {
         assertEquals("hello", held.extents().get(0).getInlineData().toStringUtf8());
 
         // the wire: the MDS sends no extents for the held map
-        var raw = transport.read(dev.granary.mds.proto.MdsRequest.newBuilder().setCaller(ROOT)
-                .setLookup(dev.granary.mds.proto.LookupRequest.newBuilder().setParent(R).setName(com.google.protobuf.ByteString.copyFrom(b("f")))
-                        .setWithExtents(true).setWholeMap(true).setCachedIno(f.getIno()).setCachedCtimeNs(held.attr().getCtimeNs()))
-                .build());
+        java.util.function.LongFunction<dev.granary.mds.proto.MdsResponse> openLookup = ctime -> transport.read(
+                dev.granary.mds.proto.MdsRequest.newBuilder().setCaller(ROOT).setLookup(dev.granary.mds.proto.LookupRequest.newBuilder()
+                        .setParent(R).setName(com.google.protobuf.ByteString.copyFrom(b("f"))).setWithExtents(true).setWholeMap(true)
+                        .setCachedIno(f.getIno()).setCachedCtimeNs(ctime)).build());
+        var raw = openLookup.apply(held.attr().getCtimeNs());
         assertTrue(raw.getExtentsCached());
         assertTrue(raw.getHasExtents());
         assertEquals(0, raw.getExtentsCount());
@@ -286,6 +287,9 @@ class ExtentsTest extends MdsTestBase {
         assertEquals(held.attr().getCtimeNs(), same.attr().getCtimeNs());
 
         mds.commitExtents(ROOT, f.getIno(), List.of(inline("world")), 5, 0); // same size, new bytes
+        var after = openLookup.apply(held.attr().getCtimeNs());
+        assertFalse(after.getExtentsCached(), "the data changed: the MDS sends the map");
+        assertEquals("world", after.getExtents(0).getInlineData().toStringUtf8());
         assertEquals("world", mds.lookupForOpen(ROOT, R, b("f"), held).extents().get(0).getInlineData().toStringUtf8());
 
         MdsClient.FileMap held2 = mds.getFileMaps(ROOT, List.of(f.getIno())).get(0);
