@@ -40,7 +40,10 @@ import org.slf4j.LoggerFactory;
  * ({@link ReadaheadBudget}, {@code client.max_readahead}), at most half of it, so large-file
  * readahead keeps room; nothing is fetched when the budget has no room, and the fetch waits for
  * opens to take held maps (a map is handed over once, at its open) or for them to age out (held
- * {@link #HOLD} at most). Files opened before their turn are skipped.
+ * {@link #HOLD} at most). Files opened before their turn are skipped. A map that ages out
+ * unopened stops its directory's data-ahead (the reader stopped, or reads slower than it is
+ * worth: a directory of 32,768 files would otherwise be fetched and dropped half of
+ * {@code max_readahead} at a time) until the directory is quiet for twice {@link #HOLD}.
  *
  * <p>Thread-safe. Fetch failures are logged at debug and end that directory's data-ahead: opens
  * then read their maps as without it.
@@ -63,6 +66,8 @@ final class DataAhead implements AutoCloseable {
     private final ReadaheadBudget budget;
     private final long maxBytes;
     private final long fileMax;
+    /** How long a fetched map waits for its open ({@link #HOLD}; shorter in tests). */
+    private final long holdNanos;
     private final ConcurrentHashMap<Long, Held> held = new ConcurrentHashMap<>();
     private final AtomicLong heldBytes = new AtomicLong();
     /** When inodes were opened lately (ns): a page queued before an open does not fetch its file. */
@@ -78,8 +83,8 @@ final class DataAhead implements AutoCloseable {
     private final AtomicLong expired = new AtomicLong();
     private volatile boolean closed;
 
-    /** A fetched map waiting for its open; {@code bytes} taken from the budget. */
-    private record Held(MdsClient.FileMap map, long bytes, long atNanos) {}
+    /** A fetched map of a file of directory {@code dir} waiting for its open; {@code bytes} taken from the budget. */
+    private record Held(MdsClient.FileMap map, long dir, long bytes, long atNanos) {}
 
     /** A directory's pages not fetched yet (until its opens start it), its opens, and whether it started. Guarded by itself. */
     private static final class DirState {
@@ -87,6 +92,8 @@ final class DataAhead implements AutoCloseable {
         int opens;
         long firstOpenNanos;
         boolean started;
+        /** A map of it aged out unopened: nothing more is fetched for it. */
+        volatile boolean stopped;
     }
 
     /** Small regular files of one directory page, in name order, who asked, and when it was queued. */
@@ -103,12 +110,18 @@ final class DataAhead implements AutoCloseable {
      * @param fileMax  largest file fetched ahead, bytes ({@code client.inline_max}: larger files keep their data in blocks)
      */
     DataAhead(MdsClient mds, ReadaheadBudget budget, long fileMax) {
+        this(mds, budget, fileMax, HOLD);
+    }
+
+    /** As above, with maps held {@code hold} at most (tests). */
+    DataAhead(MdsClient mds, ReadaheadBudget budget, long fileMax, Duration hold) {
+        this.holdNanos = hold.toNanos();
         this.mds = mds;
         this.budget = budget;
         this.maxBytes = budget.stats().maxBytes() / 2;
         this.fileMax = fileMax;
-        this.opened = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(HOLD.multipliedBy(2)).maximumSize(1_000_000).build();
-        this.dirs = Caffeine.newBuilder().executor(Runnable::run).expireAfterAccess(HOLD.multipliedBy(2)).maximumSize(10_000).build();
+        this.opened = Caffeine.newBuilder().executor(Runnable::run).expireAfterWrite(hold.multipliedBy(2)).maximumSize(1_000_000).build();
+        this.dirs = Caffeine.newBuilder().executor(Runnable::run).expireAfterAccess(hold.multipliedBy(2)).maximumSize(10_000).build();
         AtomicInteger n = new AtomicInteger();
         this.senders = Executors.newFixedThreadPool(IN_FLIGHT, r -> {
             Thread t = new Thread(r, "granary-dataahead-" + n.incrementAndGet());
@@ -168,7 +181,7 @@ final class DataAhead implements AutoCloseable {
             List<Page> start = null;
             synchronized (d) {
                 if (!d.started) {
-                    if (d.opens == 0 || now - d.firstOpenNanos > HOLD.toNanos()) {
+                    if (d.opens == 0 || now - d.firstOpenNanos > holdNanos) {
                         d.opens = 0;
                         d.firstOpenNanos = now;
                     }
@@ -226,12 +239,17 @@ final class DataAhead implements AutoCloseable {
     private void fetchPage(Page p) throws InterruptedException {
         List<Attr> batch = new ArrayList<>();
         long bytes = 0;
-        for (int i = 0; i <= p.files().size() && !closed; i++) {
+        DirState d = dirs.getIfPresent(p.dir());
+        long batchMax = Math.min(BATCH_BYTES, maxBytes);
+        for (int i = 0; i <= p.files().size() && !closed && (d == null || !d.stopped); i++) {
             Attr a = i < p.files().size() ? p.files().get(i) : null;
             if (a != null && (held.containsKey(a.getIno()) || openedSince(a.getIno(), p.atNanos()))) {
                 continue;
             }
-            if (a != null && batch.size() < BATCH_FILES && bytes + a.getSize() <= BATCH_BYTES) {
+            if (a != null && a.getSize() > batchMax) {
+                continue; // larger than all data-ahead may hold: read at open
+            }
+            if (a != null && batch.size() < BATCH_FILES && bytes + a.getSize() <= batchMax) {
                 batch.add(a);
                 bytes += a.getSize();
                 continue;
@@ -255,9 +273,10 @@ final class DataAhead implements AutoCloseable {
      * most {@link #HOLD}); false when it never had.
      */
     private boolean send(Page p, List<Attr> batch, long bytes) throws InterruptedException {
-        long deadline = System.nanoTime() + HOLD.toNanos();
+        long deadline = System.nanoTime() + holdNanos;
+        DirState d = dirs.getIfPresent(p.dir());
         while (heldBytes.get() + bytes > maxBytes || !budget.tryReserve(bytes)) {
-            if (closed || System.nanoTime() - deadline > 0) {
+            if (closed || (d != null && d.stopped) || System.nanoTime() - deadline > 0) {
                 return false;
             }
             Thread.sleep(5);
@@ -297,7 +316,7 @@ final class DataAhead implements AutoCloseable {
                 if (closed || m == null || !inlineWhole(m) || openedSince(m.attr().getIno(), p.atNanos())) {
                     continue; // gone, not data on MDS (blocks), or its open came first
                 }
-                if (held.putIfAbsent(m.attr().getIno(), new Held(m, size, now)) == null) {
+                if (held.putIfAbsent(m.attr().getIno(), new Held(m, p.dir(), size, now)) == null) {
                     kept += size;
                     fetched.incrementAndGet();
                 }
@@ -317,14 +336,18 @@ final class DataAhead implements AutoCloseable {
                 && ex.get(0).getLength() == m.attr().getSize();
     }
 
-    /** Drops maps held longer than {@link #HOLD}: their opens did not come. */
+    /** Drops maps held longer than the hold time (their opens did not come) and stops their directories. */
     private void dropAged() {
         long now = System.nanoTime();
         for (var e : held.entrySet()) {
             Held h = e.getValue();
-            if (now - h.atNanos() > HOLD.toNanos() && held.remove(e.getKey(), h)) {
+            if (now - h.atNanos() > holdNanos && held.remove(e.getKey(), h)) {
                 giveBack(h.bytes());
                 expired.incrementAndGet();
+                DirState d = dirs.getIfPresent(h.dir());
+                if (d != null) {
+                    d.stopped = true;
+                }
             }
         }
     }
