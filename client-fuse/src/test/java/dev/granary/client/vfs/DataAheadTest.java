@@ -47,7 +47,7 @@ class DataAheadTest extends LocalClusterTestBase {
         assertEquals(n, attrs.size());
 
         ReadaheadBudget budget = new ReadaheadBudget(1L << 20); // data-ahead may hold 512 KiB: 25 files
-        DataAhead ahead = new DataAhead(cluster.mds, budget, 256 << 10, Duration.ofMillis(500));
+        DataAhead ahead = new DataAhead(cluster.mds, budget, 256 << 10, Duration.ofSeconds(2)); // long enough for a loaded CI machine to take one map first
         try {
             ahead.offer(ROOT, dirIno, attrs);
             Thread.sleep(200);
