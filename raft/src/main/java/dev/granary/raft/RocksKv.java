@@ -183,11 +183,10 @@ public final class RocksKv implements KvReader, AutoCloseable {
         }
 
         // SST files written by flushes and compactions bypass the page cache where the file system
-        // allows it (O_DIRECT). Small files' inline data passes through here once per peer; on this
-        // VM every page-cache page a write fills costs a fresh page (first touch), and the flush
-        // thread's copies were 14% of the machine while small files were written. Measured in a
-        // quickstart (2,500 files of 100 KiB, 8 threads, alternating runs): 279-300 files/s against
-        // 235-245, RocksDB's flush thread 0.7 against 2.3 CPU-s. Reads still go through the page cache.
+        // allows it (O_DIRECT). Small files' inline data passes through here once per peer, and
+        // each flush copied it into the page cache once more. Measured in a quickstart (2,500
+        // files of 100 KiB, 8 threads, alternating runs): 279-300 files/s against 235-245,
+        // RocksDB's flush thread 0.7 against 2.3 CPU-s. Reads still go through the page cache.
         boolean directFlush = directIoSupported(dir);
         LRUCache cache = new LRUCache(BLOCK_CACHE_BYTES);
         BlockBasedTableConfig table = new BlockBasedTableConfig()

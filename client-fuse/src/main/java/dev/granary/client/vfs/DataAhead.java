@@ -237,34 +237,29 @@ final class DataAhead implements AutoCloseable {
 
     /** Fetches the page's files not opened or held yet, a batch at a time, as the budget allows. */
     private void fetchPage(Page p) throws InterruptedException {
-        List<Attr> batch = new ArrayList<>();
-        long bytes = 0;
         DirState d = dirs.getIfPresent(p.dir());
         long batchMax = Math.min(BATCH_BYTES, maxBytes);
-        for (int i = 0; i <= p.files().size() && !closed && (d == null || !d.stopped); i++) {
-            Attr a = i < p.files().size() ? p.files().get(i) : null;
-            if (a != null && (held.containsKey(a.getIno()) || openedSince(a.getIno(), p.atNanos()))) {
-                continue;
+        List<Attr> batch = new ArrayList<>();
+        long bytes = 0;
+        for (Attr a : p.files()) {
+            if (closed || (d != null && d.stopped)) {
+                return;
             }
-            if (a != null && a.getSize() > batchMax) {
-                continue; // larger than all data-ahead may hold: read at open
+            if (a.getSize() > batchMax || held.containsKey(a.getIno()) || openedSince(a.getIno(), p.atNanos())) {
+                continue; // larger than all data-ahead may hold (read at open), held, or its open came first
             }
-            if (a != null && batch.size() < BATCH_FILES && bytes + a.getSize() <= batchMax) {
-                batch.add(a);
-                bytes += a.getSize();
-                continue;
-            }
-            if (!batch.isEmpty()) {
+            if (batch.size() == BATCH_FILES || bytes + a.getSize() > batchMax) {
                 if (!send(p, batch, bytes)) {
                     return; // no room for long: the rest of the page is read at open
                 }
                 batch = new ArrayList<>();
                 bytes = 0;
             }
-            if (a != null) {
-                batch.add(a);
-                bytes += a.getSize();
-            }
+            batch.add(a);
+            bytes += a.getSize();
+        }
+        if (!batch.isEmpty()) {
+            send(p, batch, bytes);
         }
     }
 

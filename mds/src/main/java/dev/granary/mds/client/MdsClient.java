@@ -216,11 +216,12 @@ public final class MdsClient implements AutoCloseable {
     public FileMap lookupForOpen(Caller c, long parent, byte[] name, FileMap cached) {
         LookupRequest.Builder q = LookupRequest.newBuilder().setParent(parent).setName(bs(name))
                 .setWithExtents(true).setWholeMap(true);
-        if (cached != null && cached.extents() != null) {
+        boolean holds = cached != null && cached.extents() != null;
+        if (holds) {
             q.setCachedIno(cached.attr().getIno()).setCachedCtimeNs(cached.attr().getCtimeNs());
         }
         MdsResponse r = lookupRead(req(c).setLookup(q));
-        if (r.getExtentsCached() && cached != null && cached.extents() != null
+        if (r.getExtentsCached() && holds
                 && r.getAttr().getIno() == cached.attr().getIno() && r.getAttr().getCtimeNs() == cached.attr().getCtimeNs()) {
             return new FileMap(r.getAttr(), cached.extents());
         }
@@ -511,8 +512,13 @@ public final class MdsClient implements AutoCloseable {
      * close-to-open consistency): ENOENT, EISDIR.
      */
     public FileMap getFileMap(Caller c, long ino) {
-        MdsResponse r = read(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0)));
+        MdsResponse r = read(fileMapRequest(c, ino));
         return new FileMap(r.getAttr(), r.getExtentsList());
+    }
+
+    /** The read of {@code ino}'s attributes and every extent ({@link #getFileMap}, {@link #getFileMaps}). */
+    private MdsRequest.Builder fileMapRequest(Caller c, long ino) {
+        return req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0));
     }
 
     /**
@@ -529,7 +535,7 @@ public final class MdsClient implements AutoCloseable {
         }
         BatchReadRequest.Builder b = BatchReadRequest.newBuilder();
         for (long ino : inos) {
-            b.addRequests(req(c).setGetExtents(GetExtentsRequest.newBuilder().setIno(ino).setFromStripe(0).setToStripe(0)));
+            b.addRequests(fileMapRequest(c, ino));
         }
         MdsResponse all = check(transport.readBulk(MdsRequest.newBuilder().setBatchRead(b).build()));
         if (all.getBatchCount() != inos.size()) {
