@@ -265,6 +265,56 @@ class LayoutAndInlineTest {
         assertTrue(c[1] >= n / 2, "opens that took a fetched map: " + c[1]);
     }
 
+    /**
+     * Warm re-reads of small files through a mount whose page cache holds them: the opens take
+     * no extent map (the MDS sends the attributes only, not the inline bytes) and the reads come
+     * from the page cache; once the pages are dropped, a deferred handle reads its map at its
+     * first read (right bytes) and the directory's opens take their maps again; a file the
+     * writer rewrote (same size) opens with its new bytes.
+     */
+    @Test
+    void warmReopensOfSmallFilesTakeNoMapAndStayCurrent() throws Exception {
+        Path d = Files.createDirectory(mnt.resolve("warm"));
+        int n = 300;
+        Random rnd = new Random(13);
+        List<byte[]> files = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            byte[] b = new byte[20 * 1024 + i];
+            rnd.nextBytes(b);
+            files.add(b);
+            Files.write(d.resolve(String.format("s%04d", i)), b);
+        }
+        Nodes.Client reader = cluster.mount(tmp.resolve("mnt-warm"));
+        Path rd = tmp.resolve("mnt-warm").resolve("warm");
+        readAll(rd, files, 0, n); // maps taken, pages filled
+        long[] first = reader.vfs().deferredMapCounters();
+        long aheadBefore = reader.vfs().dataAheadCounters()[0];
+        readAll(rd, files, 0, n);
+        long[] warm = reader.vfs().deferredMapCounters();
+        long aheadWarm = reader.vfs().dataAheadCounters()[0];
+        System.out.printf("warm re-read of %d small files: %d opens without a map (%d before), %d maps read later%n",
+                n, warm[0] - first[0], first[0], warm[1] - first[1]);
+        assertEquals(0, first[0], "the first reads took their maps");
+        assertTrue(warm[0] - first[0] >= n / 2, "opens without a map: " + (warm[0] - first[0]));
+        assertEquals(aheadBefore, aheadWarm, "data-ahead fetched none of the files held in the page cache");
+
+        Shell.ok(tmp, "sync; echo 1 > /proc/sys/vm/drop_caches");
+        readAll(rd, files, 0, n);
+        long[] dropped = reader.vfs().deferredMapCounters();
+        System.out.printf("after drop_caches: %d opens without a map, %d maps read at a read%n", dropped[0] - warm[0], dropped[1] - warm[1]);
+        assertTrue(dropped[1] - warm[1] >= 1, "a deferred handle found its pages gone and read its map");
+        assertTrue(dropped[0] - warm[0] <= 24, "then the directory's opens took their maps: " + (dropped[0] - warm[0]));
+        long aheadDropped = reader.vfs().dataAheadCounters()[0];
+        System.out.printf("data-ahead fetched %d files once the pages were found gone%n", aheadDropped - aheadWarm);
+        assertTrue(aheadDropped > aheadWarm, "data-ahead fetched the files it had skipped as held");
+
+        byte[] again = new byte[files.get(42).length];
+        rnd.nextBytes(again);
+        Files.write(d.resolve("s0042"), again);
+        files.set(42, again);
+        readAll(rd, files, 0, n);
+    }
+
     /** Reads files [from, to) of {@code d} with 8 threads and checks each against {@code files}. */
     private static void readAll(Path d, List<byte[]> files, int from, int to) throws Exception {
         java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(8);

@@ -18,6 +18,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.LongUnaryOperator;
 import java.util.regex.Pattern;
 import jnr.ffi.Pointer;
 import jnr.ffi.types.dev_t;
@@ -87,6 +88,9 @@ public class GranaryFuse extends PooledFuseFS {
         this.callers = new CallerResolver(Duration.ofSeconds(1));
         this.kernelAttrs = new KernelAttrs(vfs.config().cacheTimeout());
         this.pageVersions = vfs.config().keepCache() ? new PageCacheVersions() : null;
+        if (pageVersions != null) {
+            vfs.pagesHeld(pageVersions::settledAnyNode);
+        }
     }
 
     @Override
@@ -505,12 +509,16 @@ public class GranaryFuse extends PooledFuseFS {
         String path = Names.fromNative(nativePath, LATIN1);
         return call("open", path, c -> {
             long fh;
+            long node = requestKernelNode();
+            // the version of the file this node's pages hold: an open that finds it unchanged
+            // takes no map from the MDS (a warm re-read of a small file moves none of its bytes)
+            LongUnaryOperator pagesHeld = pageVersions == null || node < 0 ? null : ino -> pageVersions.settled(node, ino);
             if (isHidden(path)) {
                 synchronized (hiddenLock(path)) { // see unlink
-                    fh = vfs.open(c, path, fi.flags.get());
+                    fh = vfs.open(c, path, fi.flags.get(), pagesHeld);
                 }
             } else {
-                fh = vfs.open(c, path, fi.flags.get());
+                fh = vfs.open(c, path, fi.flags.get(), pagesHeld);
             }
             long shown = requestNodeShows();
             if (shown >= 0 && shown != vfs.handle(fh).ino()) {

@@ -34,6 +34,9 @@ final class PageCacheVersions {
 
     private final Cache<Key, Held> held = Caffeine.newBuilder().executor(Runnable::run).maximumSize(200_000).build();
 
+    /** Settled versions by inode alone, whatever the node (hard links aside, one node per inode). */
+    private final Cache<Long, Long> settledByIno = Caffeine.newBuilder().executor(Runnable::run).maximumSize(200_000).build();
+
     /** An open that went without keep_cache: the node it drops the pages of, and the version it holds. */
     private record Drop(Key key, long version) {}
 
@@ -53,12 +56,30 @@ final class PageCacheVersions {
                 keep[0] = h.settled(); // else another open of this version is still dropping older pages
                 return h;
             }
+            settledByIno.invalidate(ino);
             return new Held(version, false);
         });
         if (!keep[0]) {
             dropping.put(fh, new Drop(k, version));
         }
         return keep[0];
+    }
+
+    /**
+     * The version of inode {@code ino} that node {@code node}'s pages hold, when an open of it
+     * is known to have returned ({@code settled}, see {@link #keep}): an open that finds the file
+     * at this version at the MDS keeps them, and needs no map of its own until the kernel asks for
+     * a page it does not hold. {@code GranaryVfs.NO_PAGES} when unknown or not settled.
+     */
+    long settled(long node, long ino) {
+        Held h = held.getIfPresent(new Key(node, ino));
+        return h != null && h.settled() ? h.version() : dev.granary.client.vfs.GranaryVfs.NO_PAGES;
+    }
+
+    /** {@link #settled(long, long)} through whichever node holds inode {@code ino}'s pages. */
+    long settledAnyNode(long ino) {
+        Long v = settledByIno.getIfPresent(ino);
+        return v != null ? v : dev.granary.client.vfs.GranaryVfs.NO_PAGES;
     }
 
     /**
@@ -69,6 +90,7 @@ final class PageCacheVersions {
      */
     void unsaved(long node, long ino) {
         held.invalidate(new Key(node, ino));
+        settledByIno.invalidate(ino);
     }
 
     /**
@@ -83,7 +105,13 @@ final class PageCacheVersions {
         }
         Drop d = dropping.remove(fh);
         if (d != null) {
-            held.asMap().computeIfPresent(d.key(), (key, h) -> h.version() == d.version() && !h.settled() ? new Held(h.version(), true) : h);
+            held.asMap().computeIfPresent(d.key(), (key, h) -> {
+                if (h.version() == d.version() && !h.settled()) {
+                    settledByIno.put(key.ino(), h.version());
+                    return new Held(h.version(), true);
+                }
+                return h;
+            });
         }
     }
 }

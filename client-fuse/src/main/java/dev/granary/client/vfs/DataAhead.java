@@ -18,6 +18,7 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiPredicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -94,6 +95,8 @@ final class DataAhead implements AutoCloseable {
         boolean started;
         /** A map of it aged out unopened: nothing more is fetched for it. */
         volatile boolean stopped;
+        /** Its files skipped because the kernel's page cache held them as listed, in case their pages turn out gone ({@link #pagesMissed}). */
+        final List<Page> skippedHeld = new ArrayList<>();
     }
 
     /** Small regular files of one directory page, in name order, who asked, and when it was queued. */
@@ -131,6 +134,18 @@ final class DataAhead implements AutoCloseable {
         this.worker = new Thread(this::run, "granary-dataahead");
         this.worker.setDaemon(true);
         this.worker.start();
+    }
+
+    /**
+     * Whether the kernel's page cache holds a file of a directory (dir inode, the file's
+     * attributes as listed) as it is, so that its open takes no map
+     * ({@link GranaryVfs#open(Caller, String, int, java.util.function.LongUnaryOperator)}); null: never.
+     */
+    private volatile BiPredicate<Long, Attr> pagesHeld;
+
+    /** Tells data-ahead which files' pages the kernel holds as listed: it fetches no bytes of those. */
+    void pagesHeld(BiPredicate<Long, Attr> held) {
+        this.pagesHeld = held;
     }
 
     /**
@@ -235,28 +250,76 @@ final class DataAhead implements AutoCloseable {
         }
     }
 
+    /**
+     * Keeps the files of page {@code p} that were skipped as held in the kernel's page cache, so
+     * that {@link #pagesMissed} fetches them if their pages turn out gone; queues them at once
+     * when that is known already (the directory's pages were found gone meanwhile).
+     */
+    private void keepSkipped(DirState d, Page p, List<Attr> skipped, BiPredicate<Long, Attr> cached) {
+        if (skipped.isEmpty() || d == null) {
+            return;
+        }
+        Page rest = new Page(p.caller(), p.dir(), skipped, p.atNanos());
+        synchronized (d) {
+            if (cached.test(p.dir(), skipped.get(0))) {
+                d.skippedHeld.add(rest);
+                return;
+            }
+        }
+        queue(rest);
+    }
+
+    /**
+     * An open of directory {@code dir} found the kernel's pages of its file gone (evicted,
+     * {@code drop_caches}): the files data-ahead skipped there as held in the page cache are
+     * fetched after all (their opens now take maps, {@code GranaryVfs}).
+     */
+    void pagesMissed(long dir) {
+        DirState d = dirs.getIfPresent(dir);
+        if (d == null) {
+            return;
+        }
+        List<Page> again;
+        synchronized (d) {
+            again = new ArrayList<>(d.skippedHeld);
+            d.skippedHeld.clear();
+        }
+        long now = System.nanoTime(); // the files opened before now found their pages, or took their maps
+        again.forEach(q -> queue(new Page(q.caller(), q.dir(), q.files(), now)));
+    }
+
     /** Fetches the page's files not opened or held yet, a batch at a time, as the budget allows. */
     private void fetchPage(Page p) throws InterruptedException {
         DirState d = dirs.getIfPresent(p.dir());
         long batchMax = Math.min(BATCH_BYTES, maxBytes);
         List<Attr> batch = new ArrayList<>();
+        List<Attr> inPageCache = new ArrayList<>();
         long bytes = 0;
-        for (Attr a : p.files()) {
-            if (closed || (d != null && d.stopped)) {
-                return;
-            }
-            if (a.getSize() > batchMax || held.containsKey(a.getIno()) || openedSince(a.getIno(), p.atNanos())) {
-                continue; // larger than all data-ahead may hold (read at open), held, or its open came first
-            }
-            if (batch.size() == BATCH_FILES || bytes + a.getSize() > batchMax) {
-                if (!send(p, batch, bytes)) {
-                    return; // no room for long: the rest of the page is read at open
+        BiPredicate<Long, Attr> cached = pagesHeld;
+        try {
+            for (Attr a : p.files()) {
+                if (closed || (d != null && d.stopped)) {
+                    return;
                 }
-                batch = new ArrayList<>();
-                bytes = 0;
+                if (a.getSize() > batchMax || held.containsKey(a.getIno()) || openedSince(a.getIno(), p.atNanos())) {
+                    continue; // larger than all data-ahead may hold (read at open), held, or its open came first
+                }
+                if (cached != null && cached.test(p.dir(), a)) {
+                    inPageCache.add(a); // its open takes no map at all, unless its pages are gone
+                    continue;
+                }
+                if (batch.size() == BATCH_FILES || bytes + a.getSize() > batchMax) {
+                    if (!send(p, batch, bytes)) {
+                        return; // no room for long: the rest of the page is read at open
+                    }
+                    batch = new ArrayList<>();
+                    bytes = 0;
+                }
+                batch.add(a);
+                bytes += a.getSize();
             }
-            batch.add(a);
-            bytes += a.getSize();
+        } finally {
+            keepSkipped(d, p, inPageCache, cached);
         }
         if (!batch.isEmpty()) {
             send(p, batch, bytes);

@@ -35,6 +35,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongUnaryOperator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -60,7 +62,10 @@ public final class GranaryVfs implements AutoCloseable {
 
     /** open(2) flag bits (Linux x86-64/aarch64). */
     public static final int O_ACCMODE = 3, O_RDONLY = 0, O_WRONLY = 1, O_RDWR = 2, O_CREAT = 0100, O_EXCL = 0200,
-            O_TRUNC = 01000, O_APPEND = 02000, O_DIRECTORY = 0200000;
+            O_TRUNC = 01000, O_APPEND = 02000, O_DIRECT = 040000, O_DIRECTORY = 0200000;
+
+    /** What {@link #open(Caller, String, int, LongUnaryOperator)}'s {@code pagesHeld} answers when the page cache holds no known version. */
+    public static final long NO_PAGES = Long.MIN_VALUE;
     /**
      * Linux's {@code __FMODE_EXEC}: set in the open flags the kernel sends for the open of
      * execve(2) (and uselib), which needs execute permission instead of read permission.
@@ -553,6 +558,50 @@ public final class GranaryVfs implements AutoCloseable {
     /** Small files' maps fetched ahead, those opens took, and those dropped unopened (tests, diagnostics; zeros when off). */
     public long[] dataAheadCounters() {
         return dataAhead == null ? new long[3] : dataAhead.counters();
+    }
+
+    private final LongAdder deferredMapOpens = new LongAdder();
+    private final LongAdder deferredMapLoads = new LongAdder();
+
+    /**
+     * Opens that took no extent map because the kernel's page cache held the file as it is
+     * ({@link #open(Caller, String, int, LongUnaryOperator)}), and the maps such handles read
+     * later for a read the page cache did not answer (tests, diagnostics).
+     */
+    public long[] deferredMapCounters() {
+        return new long[] {deferredMapOpens.sum(), deferredMapLoads.sum()};
+    }
+
+    /**
+     * Tells this client which version (MDS ctime, ns) of each inode the kernel's page cache
+     * holds through some node, or {@link #NO_PAGES} ({@code byIno}, from the FUSE layer):
+     * data-ahead then skips files whose pages are held as they are.
+     */
+    public void pagesHeld(LongUnaryOperator byIno) {
+        if (dataAhead != null) {
+            dataAhead.pagesHeld((dirIno, a) -> pagesMissedIn.getIfPresent(dirIno) == null && byIno.applyAsLong(a.getIno()) == a.getCtimeNs());
+        }
+    }
+
+    /**
+     * Directories where a handle opened without a map ({@link #open(Caller, String, int, LongUnaryOperator)})
+     * found the kernel's pages gone (evicted, or {@code drop_caches}) in the last
+     * {@link #PAGES_MISSED_FOR}: their opens take their maps again meanwhile, since one that
+     * defers would cost a second MDS round trip at its first read; data-ahead fetches them too.
+     */
+    private final Cache<Long, Boolean> pagesMissedIn = Caffeine.newBuilder().executor(Runnable::run)
+            .expireAfterWrite(PAGES_MISSED_FOR).maximumSize(10_000).build();
+
+    /** How long opens in a directory take their maps again after a deferred handle there missed the page cache. */
+    static final Duration PAGES_MISSED_FOR = Duration.ofSeconds(10);
+
+    /** A deferred handle of a file in directory {@code dirIno} read its map: the kernel did not hold the page it read ({@link OpenFile}). */
+    void deferredMapLoaded(long dirIno) {
+        deferredMapLoads.increment();
+        pagesMissedIn.put(dirIno, Boolean.TRUE);
+        if (dataAhead != null) {
+            dataAhead.pagesMissed(dirIno);
+        }
     }
 
     /** Directory fetches statahead started, and the entries they cached (tests, diagnostics). */
@@ -1337,20 +1386,40 @@ public final class GranaryVfs implements AutoCloseable {
      * @throws FsException ENOENT, EISDIR (a directory), EACCES, ELOOP (a symlink), EINVAL (other types)
      */
     public long open(Caller c, String path, int flags) {
+        return open(c, path, flags, null);
+    }
+
+    /**
+     * {@link #open(Caller, String, int)} through a mount whose kernel may hold the file's pages:
+     * {@code pagesHeld} answers, for an inode, the MDS ctime (ns) of the version of the file the
+     * kernel's page cache holds for the node being opened, or {@link #NO_PAGES}. When a read-only
+     * open (no {@code O_TRUNC}, no {@code O_DIRECT}) names a file that its name still holds at
+     * that version, the MDS sends its attributes only, not its extent map or inline bytes: a
+     * warm re-read of a small file costs no data transfer from the MDS, where it cost the whole
+     * file's bytes again. The handle reads the map at its first read that the page cache does not
+     * answer ({@code OpenFile#deferMap}). {@code pagesHeld} null: as without it.
+     *
+     * @throws FsException as {@link #open(Caller, String, int)}
+     */
+    public long open(Caller c, String path, int flags, LongUnaryOperator pagesHeld) {
         long changes = localChanges.get(); // before any MDS read of the file: see openHandle
         List<String> comps = components(path);
         Attr dir = walk(c, comps, Math.max(0, comps.size() - 1));
         Attr a = comps.isEmpty() ? dir : lookupIn(c, dir, comps.get(comps.size() - 1));
         List<Extent> extents = null;
+        long deferDir = NO_DIR; // the directory of a file opened without its map
         atMds(a.getIno()); // a file created here whose create is deferred: the MDS gets it first
         if (isReg(a)) {
             // Fresh attributes and the extent map in one MDS read: close-to-open consistency.
             // A lookup of this file within openAfterLookup already read them for this open.
             LookupMap recent = lookupMaps.asMap().remove(a.getIno());
-            MdsClient.FileMap m = recent != null && System.nanoTime() - recent.atNanos() <= config.openAfterLookup().toNanos()
-                    ? recent.map() : comps.isEmpty() ? mds.getFileMap(c, a.getIno()) : mapOfName(c, dir, comps.get(comps.size() - 1));
-            a = m.attr();
-            extents = m.extents();
+            boolean mayDefer = pagesHeld != null && (flags & O_ACCMODE) == O_RDONLY && (flags & (O_TRUNC | O_DIRECT)) == 0;
+            MdsClient.OpenMap o = recent != null && System.nanoTime() - recent.atNanos() <= config.openAfterLookup().toNanos()
+                    ? new MdsClient.OpenMap(recent.map(), false) : comps.isEmpty() ? new MdsClient.OpenMap(mds.getFileMap(c, a.getIno()), false)
+                    : mapOfName(c, dir, comps.get(comps.size() - 1), mayDefer ? pagesHeld : null);
+            a = o.map().attr();
+            extents = o.map().extents();
+            deferDir = o.unchanged() && isReg(a) ? dir.getIno() : NO_DIR;
             if (!isReg(a)) {
                 extents = null; // the name now holds a directory or a symlink: refused below
             }
@@ -1384,7 +1453,7 @@ public final class GranaryVfs implements AutoCloseable {
             changes = localChanges.get();
             extents = List.of();
         }
-        return openHandle(c, a, flags, extents, changes);
+        return openHandle(c, a, flags, extents, changes, deferDir);
     }
 
     /**
@@ -1396,27 +1465,33 @@ public final class GranaryVfs implements AutoCloseable {
      *
      * @throws FsException ENOENT (the name is gone), ENOTDIR, EACCES
      */
-    private MdsClient.FileMap mapOfName(Caller c, Attr dir, String name) {
+    private MdsClient.OpenMap mapOfName(Caller c, Attr dir, String name, LongUnaryOperator pagesHeld) {
         DentryKey key = new DentryKey(dir.getIno(), name);
-        MdsClient.FileMap m;
+        MdsClient.OpenMap o;
         try {
             // a map fetched ahead for the inode this client expects here: the MDS sends it again
-            // only if the name now holds another inode or the file changed (its ctime moved)
+            // only if the name now holds another inode or the file changed (its ctime moved);
+            // else the version the kernel's page cache holds of it: the MDS then sends no map
             Long expected = dentries.getIfPresent(key);
             MdsClient.FileMap ahead = dataAhead != null && expected != null ? dataAhead.take(dir.getIno(), expected) : null;
-            m = mds.lookupForOpen(c, dir.getIno(), nameBytes(name), ahead);
+            long held = ahead == null && expected != null && pagesHeld != null && pagesMissedIn.getIfPresent(dir.getIno()) == null
+                    ? pagesHeld.applyAsLong(expected) : NO_PAGES;
+            o = held != NO_PAGES ? mds.lookupForOpen(c, dir.getIno(), nameBytes(name), expected, held)
+                    : new MdsClient.OpenMap(mds.lookupForOpen(c, dir.getIno(), nameBytes(name), ahead), false);
         } catch (FsException e) {
             if (e.status() == Status.ENOENT) {
                 dentries.invalidate(key);
             }
             throw e;
         }
-        Attr a = m.attr();
+        Attr a = o.map().attr();
         dentries.put(key, a.getIno());
-        if (isReg(a) && m.extents() == null) {
-            return mds.getFileMap(c, a.getIno()); // an MDS without whole_map: the map of a file above one stripe
+        if (o.unchanged()) {
+            deferredMapOpens.increment();
+        } else if (isReg(a) && o.map().extents() == null) {
+            return new MdsClient.OpenMap(mds.getFileMap(c, a.getIno()), false); // an MDS without whole_map: the map of a file above one stripe
         }
-        return m;
+        return o;
     }
 
     /**
@@ -1429,7 +1504,22 @@ public final class GranaryVfs implements AutoCloseable {
      * reopening their descriptors while others wrote lost whole chunks at the end).
      */
     private long openHandle(Caller c, Attr a, int flags, List<Extent> extents, long changesBefore) {
-        if (extents == null) {
+        return openHandle(c, a, flags, extents, changesBefore, NO_DIR);
+    }
+
+    /** No directory ({@link #openHandle(Caller, Attr, int, List, long, long)}'s {@code deferDir}). */
+    private static final long NO_DIR = -1;
+
+    /**
+     * As {@link #openHandle(Caller, Attr, int, List, long)}; {@code deferDir} other than
+     * {@link #NO_DIR}: the handle, of a file in that directory, holds no map until a read needs
+     * it ({@code OpenFile#deferMap}).
+     */
+    private long openHandle(Caller c, Attr a, int flags, List<Extent> extents, long changesBefore, long deferDir) {
+        boolean deferMap = deferDir != NO_DIR;
+        if (deferMap) {
+            extents = List.of();
+        } else if (extents == null) {
             long stripe = a.getLayout().getStripeSize();
             long stripes = stripe <= 0 ? 0 : (a.getSize() + stripe - 1) / stripe;
             if (stripes > 0) {
@@ -1442,6 +1532,9 @@ public final class GranaryVfs implements AutoCloseable {
         }
         long fh = nextHandle.getAndIncrement();
         OpenFile f = new OpenFile(this, fh, a, flags, c, extents);
+        if (deferMap) {
+            f.deferMap(deferDir);
+        }
         files.put(fh, f);
         // Added inside the map's compute, as release removes: added after computeIfAbsent returned, the
         // handle could land in a set that the release of the inode's last other handle (the kernel
@@ -1477,8 +1570,8 @@ public final class GranaryVfs implements AutoCloseable {
      */
     private void shareNewerMap(OpenFile f) {
         Set<OpenFile> peers = filesByIno.get(f.ino());
-        if (peers == null || peers.size() < 2) {
-            return;
+        if (peers == null || peers.size() < 2 || f.mapDeferred()) {
+            return; // deferred: the open found the version the node's pages hold, which is nothing newer to share
         }
         long changes = fileChanges(f.ino());
         OpenFile.CommittedMap m = f.committedMap();

@@ -270,6 +270,66 @@ public final class OpenFile {
      */
     private long knownCtimeNs;
 
+    /**
+     * True while this read-only handle holds no extent map yet: its open found the file unchanged
+     * since the version the kernel's page cache holds, so the MDS sent the attributes only
+     * ({@link #deferMap}); the map is read at the first read that reaches the client
+     * ({@link #loadDeferredMap}). Guarded by {@link #lock}.
+     */
+    private boolean mapDeferred;
+
+    /** The directory (inode) of the file a deferred handle was opened through. */
+    private long deferredDir;
+
+    /**
+     * Marks this new handle (not yet given out) as holding no map: its reads that the kernel's
+     * page cache does not answer read the map from the MDS first. For read-only handles whose
+     * open found the file at the version those pages hold; {@code dirIno}: the directory it was
+     * opened in (a read that needs the map tells the client the pages there are gone).
+     */
+    void deferMap(long dirIno) {
+        lock.lock();
+        try {
+            mapDeferred = true;
+            deferredDir = dirIno;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Whether this handle still waits for its extent map ({@link #deferMap}). */
+    boolean mapDeferred() {
+        lock.lock();
+        try {
+            return mapDeferred;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Reads the extent map a deferred handle ({@link #deferMap}) needs now (lock held): the map
+     * the MDS holds at this read. When another client changed the file since the open, that is
+     * the newer file, as after a missing block ({@link #reloadAfterMissingBlock}; close-to-open
+     * promises the version at open only to what the open itself returned, and an NFS client
+     * likewise reads pages it does not cache from the server as it is then).
+     *
+     * @throws FsException ESTALE when another client removed the file meanwhile, EIO (MDS)
+     */
+    private void loadDeferredMap() {
+        if (!mapDeferred) {
+            return;
+        }
+        MdsClient.FileMap m;
+        try {
+            m = vfs.mds().getFileMap(opener, ino);
+        } catch (FsException e) {
+            throw removedIfGone(e);
+        }
+        vfs.deferredMapLoaded(deferredDir);
+        installMap(m.attr(), m.extents());
+    }
+
     /** A handle's committed size and extent map, and the MDS ctime (ns) of the map it came from. */
     record CommittedMap(long size, Map<Long, Extent> byStripe, long ctimeNs) {}
 
@@ -291,6 +351,7 @@ public final class OpenFile {
     CommittedMap committedMap() {
         lock.lock();
         try {
+            loadDeferredMap();
             return new CommittedMap(size, Map.copyOf(committed), mapCtimeNs);
         } finally {
             lock.unlock();
@@ -758,6 +819,10 @@ public final class OpenFile {
                     }
                 }
                 if (wait.isEmpty()) {
+                    if (mapDeferred) {
+                        loadDeferredMap(); // may change the size: look again
+                        continue;
+                    }
                     n = (int) Math.min(length, size - offset);
                     out = plan(offset, length, pieces, fill);
                     break;
@@ -1581,6 +1646,7 @@ public final class OpenFile {
 
     /** Makes {@code extents} and {@code newSize} this handle's committed state, read at MDS ctime {@code ctimeNs} (lock held). */
     private void installMap(long newSize, Collection<Extent> extents, long ctimeNs) {
+        mapDeferred = false;
         mapCtimeNs = ctimeNs;
         knownCtimeNs = ctimeNs;
         committed.clear();

@@ -28,8 +28,10 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -1429,6 +1431,68 @@ class GranaryVfsTest extends LocalClusterTestBase {
             }
             Thread.sleep(300);
             assertArrayEquals(new long[3], off.dataAheadCounters(), "data_ahead false");
+        }
+    }
+
+    /**
+     * An open whose mount's page cache holds the file at the version the MDS has takes no map
+     * (the MDS sends the attributes only), and its first read that reaches the client reads the
+     * map then: the right bytes; the pages were gone, so opens in that directory take their maps
+     * again for a while. A version the pages do not hold, a writable, truncating or O_DIRECT
+     * open, or no page-cache answer take the map at open as before. A deferred handle whose file
+     * another client rewrote before its first read reads the newer file (as after a missing
+     * block); one whose file another client removed gets ESTALE.
+     */
+    @Test
+    void anOpenOfTheVersionThePageCacheHoldsTakesNoMapUntilARead() throws Exception {
+        for (String d : new String[] {"/pa", "/pb", "/pc", "/pd"}) {
+            vfs.mkdir(ROOT, dir + d, 0755);
+        }
+        writeFile(vfs, dir + "/pa/f", random(3000, 1), 4096);
+        writeFile(vfs, dir + "/pb/f", random(2000, 4), 4096);
+        writeFile(vfs, dir + "/pc/f", random(3000, 5), 4096);
+        writeFile(vfs, dir + "/pd/f", random(500, 3), 4096);
+        // no lookup's map for the opens (open_after_lookup), no data-ahead: the opens ask the MDS themselves
+        ClientConfig cfg = ClientConfig.defaults().withDataAhead(false).withOpenAfterLookup(Duration.ZERO);
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            Map<Long, Long> versions = new HashMap<>();
+            for (String d : new String[] {"/pa", "/pb", "/pc", "/pd"}) {
+                Attr a = other.getattr(ROOT, dir + d + "/f");
+                versions.put(a.getIno(), a.getCtimeNs());
+            }
+            java.util.function.LongUnaryOperator held = i -> versions.getOrDefault(i, GranaryVfs.NO_PAGES);
+
+            long fh = other.open(ROOT, dir + "/pa/f", O_RDONLY, held);
+            assertArrayEquals(new long[] {1, 0}, other.deferredMapCounters(), "opened without a map");
+            assertEquals(3000, other.attrAtOpen(fh).getSize());
+            assertArrayEquals(Arrays.copyOfRange(random(3000, 1), 1000, 2000), other.read(ROOT, fh, 1000, 1000));
+            assertArrayEquals(new long[] {1, 1}, other.deferredMapCounters(), "the map read at the first read");
+            assertArrayEquals(Arrays.copyOfRange(random(3000, 1), 2000, 3000), other.read(ROOT, fh, 2000, 4096));
+            assertEquals(1, other.deferredMapCounters()[1], "once");
+            other.release(ROOT, fh);
+            other.release(ROOT, other.open(ROOT, dir + "/pa/f", O_RDONLY, held));
+            assertArrayEquals(new long[] {1, 1}, other.deferredMapCounters(), "the pages were gone in /pa: its opens take their maps");
+
+            for (int flags : new int[] {O_RDWR, O_WRONLY, O_RDONLY | GranaryVfs.O_DIRECT}) {
+                other.release(ROOT, other.open(ROOT, dir + "/pb/f", flags, held));
+            }
+            other.release(ROOT, other.open(ROOT, dir + "/pb/f", O_RDONLY, i -> versions.get(i) - 1)); // older pages
+            other.release(ROOT, other.open(ROOT, dir + "/pb/f", O_RDONLY, null));
+            assertArrayEquals(new long[] {1, 1}, other.deferredMapCounters(), "every other open took its map");
+            other.release(ROOT, other.open(ROOT, dir + "/pb/f", O_RDONLY, held));
+            assertArrayEquals(new long[] {2, 1}, other.deferredMapCounters(), "released unread: no map read");
+
+            long changed = other.open(ROOT, dir + "/pc/f", O_RDONLY, held);
+            writeFile(vfs, dir + "/pc/f", random(3000, 2), 4096); // another client, before the first read
+            assertArrayEquals(random(3000, 2), other.read(ROOT, changed, 0, 4096), "the newer file");
+            other.release(ROOT, changed);
+
+            long removed = other.open(ROOT, dir + "/pd/f", O_RDONLY, held);
+            vfs.unlink(ROOT, dir + "/pd/f");
+            FsException e = assertThrows(FsException.class, () -> other.read(ROOT, removed, 0, 100));
+            assertEquals(Status.ESTALE, e.status());
+            other.release(ROOT, removed);
+            assertArrayEquals(new long[] {4, 2}, other.deferredMapCounters());
         }
     }
 

@@ -214,18 +214,37 @@ public final class MdsClient implements AutoCloseable {
      * Errors as {@link #lookup}.
      */
     public FileMap lookupForOpen(Caller c, long parent, byte[] name, FileMap cached) {
+        boolean holds = cached != null && cached.extents() != null;
+        OpenMap o = lookupForOpen(c, parent, name, holds ? cached.attr().getIno() : 0, holds ? cached.attr().getCtimeNs() : 0);
+        return o.unchanged() ? new FileMap(o.map().attr(), cached.extents()) : o.map();
+    }
+
+    /**
+     * The answer of {@link #lookupForOpen(Caller, long, byte[], long, long)}: {@code unchanged}
+     * when the name holds the inode the caller named at the ctime it named, and then
+     * {@code map.extents()} is null (the MDS sent the attributes only); otherwise the current map,
+     * as {@link #lookupForOpen(Caller, long, byte[])} returns it.
+     */
+    public record OpenMap(FileMap map, boolean unchanged) {}
+
+    /**
+     * {@link #lookupForOpen(Caller, long, byte[])} for a client that holds the bytes of inode
+     * {@code ino} as they were at MDS ctime {@code ctimeNs} (ns) somewhere else than a map (the
+     * kernel's page cache): when the name still holds that inode at that ctime, the MDS reads and
+     * sends only the attributes (no extent map, no inline bytes) and the answer is
+     * {@code unchanged}. {@code ino} 0: as without it. Errors as {@link #lookup}.
+     */
+    public OpenMap lookupForOpen(Caller c, long parent, byte[] name, long ino, long ctimeNs) {
         LookupRequest.Builder q = LookupRequest.newBuilder().setParent(parent).setName(bs(name))
                 .setWithExtents(true).setWholeMap(true);
-        boolean holds = cached != null && cached.extents() != null;
-        if (holds) {
-            q.setCachedIno(cached.attr().getIno()).setCachedCtimeNs(cached.attr().getCtimeNs());
+        if (ino != 0) {
+            q.setCachedIno(ino).setCachedCtimeNs(ctimeNs);
         }
         MdsResponse r = lookupRead(req(c).setLookup(q));
-        if (r.getExtentsCached() && holds
-                && r.getAttr().getIno() == cached.attr().getIno() && r.getAttr().getCtimeNs() == cached.attr().getCtimeNs()) {
-            return new FileMap(r.getAttr(), cached.extents());
+        if (r.getExtentsCached() && ino != 0 && r.getAttr().getIno() == ino && r.getAttr().getCtimeNs() == ctimeNs) {
+            return new OpenMap(new FileMap(r.getAttr(), null), true);
         }
-        return new FileMap(r.getAttr(), r.getHasExtents() && !r.getExtentsCached() ? r.getExtentsList() : null);
+        return new OpenMap(new FileMap(r.getAttr(), r.getHasExtents() && !r.getExtentsCached() ? r.getExtentsList() : null), false);
     }
 
     /** A lookup's read: an ENOENT that carries the directory's attributes becomes a {@link NoEntryException}. */
