@@ -60,6 +60,8 @@ final class DataAhead implements AutoCloseable {
     static final Duration HOLD = Duration.ofSeconds(30);
     /** Directory pages queued at most; pages past it are dropped (their files are read at open). */
     private static final int MAX_QUEUED_PAGES = 4096;
+    /** Pages of a directory kept as skipped for their page cache ({@link #pagesMissed}); older ones are dropped. */
+    static final int MAX_SKIPPED_PAGES = 8;
     /** Opens in a directory, within {@link #HOLD} of each other, that start its data-ahead. */
     static final int OPENS_TO_START = 2;
 
@@ -220,6 +222,17 @@ final class DataAhead implements AutoCloseable {
         return h.map();
     }
 
+    /** Pages of directory {@code dir} kept as skipped for the page cache (tests). */
+    int skippedPages(long dir) {
+        DirState d = dirs.getIfPresent(dir);
+        if (d == null) {
+            return 0;
+        }
+        synchronized (d) {
+            return d.skippedHeld.size();
+        }
+    }
+
     /** Files fetched ahead, maps taken by opens, and maps dropped unopened (tests, diagnostics). */
     long[] counters() {
         return new long[] {fetched.get(), hits.get(), expired.get()};
@@ -263,6 +276,9 @@ final class DataAhead implements AutoCloseable {
         synchronized (d) {
             if (cached.test(p.dir(), skipped.get(0))) {
                 d.skippedHeld.add(rest);
+                while (d.skippedHeld.size() > MAX_SKIPPED_PAGES) {
+                    d.skippedHeld.remove(0); // each listing of the directory brings its files again, newer
+                }
                 return;
             }
         }
@@ -284,8 +300,9 @@ final class DataAhead implements AutoCloseable {
             again = new ArrayList<>(d.skippedHeld);
             d.skippedHeld.clear();
         }
-        long now = System.nanoTime(); // the files opened before now found their pages, or took their maps
-        again.forEach(q -> queue(new Page(q.caller(), q.dir(), q.files(), now)));
+        // as queued first: a file opened since then (this pass of the reader) is not fetched again;
+        // statahead's next listing of the directory brings the others with a newer time
+        again.forEach(this::queue);
     }
 
     /** Fetches the page's files not opened or held yet, a batch at a time, as the budget allows. */

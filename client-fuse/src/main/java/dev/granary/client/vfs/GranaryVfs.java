@@ -578,10 +578,14 @@ public final class GranaryVfs implements AutoCloseable {
      * data-ahead then skips files whose pages are held as they are.
      */
     public void pagesHeld(LongUnaryOperator byIno) {
+        this.pagesHeldByIno = byIno;
         if (dataAhead != null) {
             dataAhead.pagesHeld((dirIno, a) -> pagesMissedIn.getIfPresent(dirIno) == null && byIno.applyAsLong(a.getIno()) == a.getCtimeNs());
         }
     }
+
+    /** {@link #pagesHeld}'s answer by inode (data-ahead skips what it says is held), or null. */
+    private volatile LongUnaryOperator pagesHeldByIno;
 
     /**
      * Directories where a handle opened without a map ({@link #open(Caller, String, int, LongUnaryOperator)})
@@ -1474,8 +1478,16 @@ public final class GranaryVfs implements AutoCloseable {
             // else the version the kernel's page cache holds of it: the MDS then sends no map
             Long expected = dentries.getIfPresent(key);
             MdsClient.FileMap ahead = dataAhead != null && expected != null ? dataAhead.take(dir.getIno(), expected) : null;
-            long held = ahead == null && expected != null && pagesHeld != null && pagesMissedIn.getIfPresent(dir.getIno()) == null
-                    ? pagesHeld.applyAsLong(expected) : NO_PAGES;
+            boolean missedHere = pagesMissedIn.getIfPresent(dir.getIno()) != null;
+            long held = ahead == null && expected != null && pagesHeld != null && !missedHere ? pagesHeld.applyAsLong(expected) : NO_PAGES;
+            LongUnaryOperator byIno = pagesHeldByIno;
+            if (ahead == null && expected != null && dataAhead != null && byIno != null && pagesHeld != null && !missedHere
+                    && held == NO_PAGES && byIno.applyAsLong(expected) != NO_PAGES) {
+                // data-ahead skipped files here as held, but this node holds no pages of them (the
+                // kernel forgot the node and made another): as after a miss, it fetches them
+                pagesMissedIn.put(dir.getIno(), Boolean.TRUE);
+                dataAhead.pagesMissed(dir.getIno());
+            }
             o = held != NO_PAGES ? mds.lookupForOpen(c, dir.getIno(), nameBytes(name), expected, held)
                     : new MdsClient.OpenMap(mds.lookupForOpen(c, dir.getIno(), nameBytes(name), ahead), false);
         } catch (FsException e) {

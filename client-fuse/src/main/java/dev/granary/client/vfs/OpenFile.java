@@ -308,13 +308,15 @@ public final class OpenFile {
     }
 
     /**
-     * Reads the extent map a deferred handle ({@link #deferMap}) needs now (lock held): the map
-     * the MDS holds at this read. When another client changed the file since the open, that is
-     * the newer file, as after a missing block ({@link #reloadAfterMissingBlock}; close-to-open
-     * promises the version at open only to what the open itself returned, and an NFS client
-     * likewise reads pages it does not cache from the server as it is then).
+     * Reads the extent map a deferred handle ({@link #deferMap}) needs now (lock held), and
+     * installs it when it is the file this handle opened: the same ctime, or a later commit of
+     * this client that reached the handle, or a change of attributes only (mtime and size as at
+     * the open, and no commit of this client since). Otherwise another client changed the file's
+     * bytes after the open, and the pages the kernel still holds are the open's version: mixing
+     * them with the newer bytes would tear the file, so the read fails instead.
      *
-     * @throws FsException ESTALE when another client removed the file meanwhile, EIO (MDS)
+     * @throws FsException ESTALE when another client changed or removed (or replaced by rename)
+     *     the file since the open (its open's bytes are no longer at the MDS), EIO (MDS)
      */
     private void loadDeferredMap() {
         if (!mapDeferred) {
@@ -327,7 +329,15 @@ public final class OpenFile {
             throw removedIfGone(e);
         }
         vfs.deferredMapLoaded(deferredDir);
-        installMap(m.attr(), m.extents());
+        Attr now = m.attr();
+        boolean same = now.getCtimeNs() == knownCtimeNs
+                || (knownCtimeNs == mapCtimeNs && now.getSize() == opened.getSize()
+                        && now.getMtimeNs() == opened.getMtimeNs()); // chmod, utimes of atime, xattrs, links
+        if (!same) {
+            throw new FsException(Status.ESTALE, "inode " + Long.toUnsignedString(ino) + " was changed by another client since"
+                    + " this descriptor's open, and the kernel no longer holds the pages of the version it opened: open it again");
+        }
+        installMap(now, m.extents());
     }
 
     /** A handle's committed size and extent map, and the MDS ctime (ns) of the map it came from. */

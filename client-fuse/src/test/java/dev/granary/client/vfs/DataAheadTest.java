@@ -83,4 +83,64 @@ class DataAheadTest extends LocalClusterTestBase {
         }
         assertEquals(0, budget.stats().heldBytes());
     }
+
+    /**
+     * Files the kernel's page cache holds as listed are not fetched; the pages that skipped them
+     * are kept, a bounded number however often the directory is listed again (each listing
+     * brought another copy, kept until a miss), and once an open finds the pages gone the files
+     * not opened since their listing are fetched after all.
+     */
+    @Test
+    void filesHeldInThePageCacheAreSkippedUntilTheirPagesAreFoundGone() throws Exception {
+        int n = 60, size = 10 * 1024;
+        long dirIno;
+        try (GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults())) {
+            vfs.mkdir(ROOT, "/held", 0755);
+            for (int i = 0; i < n; i++) {
+                long fh = vfs.create(ROOT, String.format("/held/f%03d", i), 0644, O_CREAT | O_WRONLY | O_TRUNC);
+                vfs.write(ROOT, fh, 0, new byte[size], size);
+                vfs.release(ROOT, fh);
+            }
+            dirIno = vfs.getattr(ROOT, "/held").getIno();
+        }
+        List<Attr> attrs = new ArrayList<>();
+        for (DirEntry e : cluster.mds.readdirPlus(ROOT, dirIno, new byte[0], 1000).entries()) {
+            attrs.add(e.getAttr());
+        }
+        ReadaheadBudget budget = new ReadaheadBudget(64L << 20);
+        DataAhead ahead = new DataAhead(cluster.mds, budget, 256 << 10, Duration.ofSeconds(30));
+        java.util.concurrent.atomic.AtomicBoolean inPageCache = new java.util.concurrent.atomic.AtomicBoolean(true);
+        ahead.pagesHeld((dir, a) -> inPageCache.get());
+        try {
+            ahead.offer(ROOT, dirIno, attrs);
+            assertNull(ahead.take(dirIno, attrs.get(0).getIno()));
+            assertNull(ahead.take(dirIno, attrs.get(1).getIno())); // started
+            for (int i = 0; i < 20; i++) { // the directory listed again and again (statahead, 1 s apart in a mount)
+                ahead.offer(ROOT, dirIno, attrs);
+            }
+            long deadline = System.nanoTime() + 5_000_000_000L;
+            while (ahead.skippedPages(dirIno) < DataAhead.MAX_SKIPPED_PAGES && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            Thread.sleep(200);
+            assertEquals(0, ahead.counters()[0], "nothing fetched while the page cache holds the files");
+            assertEquals(DataAhead.MAX_SKIPPED_PAGES, ahead.skippedPages(dirIno), "21 listings, the newest kept");
+
+            assertNull(ahead.take(dirIno, attrs.get(3).getIno())); // opened after every listing
+            inPageCache.set(false);
+            ahead.pagesMissed(dirIno);
+            deadline = System.nanoTime() + 5_000_000_000L;
+            while (ahead.counters()[0] < n - 1 && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            Thread.sleep(200);
+            assertEquals(n - 1, ahead.counters()[0], "every file but the one opened since the listings");
+            assertEquals(0, ahead.skippedPages(dirIno));
+            assertNull(ahead.take(dirIno, attrs.get(3).getIno()));
+            assertNotNull(ahead.take(dirIno, attrs.get(0).getIno()), "opened before the newer listings: fetched");
+        } finally {
+            ahead.close();
+        }
+        assertEquals(0, budget.stats().heldBytes());
+    }
 }

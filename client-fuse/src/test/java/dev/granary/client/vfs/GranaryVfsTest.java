@@ -1440,23 +1440,24 @@ class GranaryVfsTest extends LocalClusterTestBase {
      * map then: the right bytes; the pages were gone, so opens in that directory take their maps
      * again for a while. A version the pages do not hold, a writable, truncating or O_DIRECT
      * open, or no page-cache answer take the map at open as before. A deferred handle whose file
-     * another client rewrote before its first read reads the newer file (as after a missing
-     * block); one whose file another client removed gets ESTALE.
+     * another client rewrote or removed before its first read gets ESTALE (the held pages are the
+     * open's version: the newer bytes would tear it); a chmod by another client changes nothing.
      */
     @Test
     void anOpenOfTheVersionThePageCacheHoldsTakesNoMapUntilARead() throws Exception {
-        for (String d : new String[] {"/pa", "/pb", "/pc", "/pd"}) {
+        for (String d : new String[] {"/pa", "/pb", "/pc", "/pd", "/pe"}) {
             vfs.mkdir(ROOT, dir + d, 0755);
         }
         writeFile(vfs, dir + "/pa/f", random(3000, 1), 4096);
         writeFile(vfs, dir + "/pb/f", random(2000, 4), 4096);
         writeFile(vfs, dir + "/pc/f", random(3000, 5), 4096);
         writeFile(vfs, dir + "/pd/f", random(500, 3), 4096);
+        writeFile(vfs, dir + "/pe/f", random(700, 6), 4096);
         // no lookup's map for the opens (open_after_lookup), no data-ahead: the opens ask the MDS themselves
         ClientConfig cfg = ClientConfig.defaults().withDataAhead(false).withOpenAfterLookup(Duration.ZERO);
         try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
             Map<Long, Long> versions = new HashMap<>();
-            for (String d : new String[] {"/pa", "/pb", "/pc", "/pd"}) {
+            for (String d : new String[] {"/pa", "/pb", "/pc", "/pd", "/pe"}) {
                 Attr a = other.getattr(ROOT, dir + d + "/f");
                 versions.put(a.getIno(), a.getCtimeNs());
             }
@@ -1484,15 +1485,65 @@ class GranaryVfsTest extends LocalClusterTestBase {
 
             long changed = other.open(ROOT, dir + "/pc/f", O_RDONLY, held);
             writeFile(vfs, dir + "/pc/f", random(3000, 2), 4096); // another client, before the first read
-            assertArrayEquals(random(3000, 2), other.read(ROOT, changed, 0, 4096), "the newer file");
+            FsException torn = assertThrows(FsException.class, () -> other.read(ROOT, changed, 0, 4096),
+                    "the pages held are the open's version: the newer bytes would tear the file");
+            assertEquals(Status.ESTALE, torn.status());
             other.release(ROOT, changed);
+            assertArrayEquals(random(3000, 2), readAll(other, dir + "/pc/f", 4096), "a new open reads the newer file");
+
+            long chmodded = other.open(ROOT, dir + "/pe/f", O_RDONLY, held);
+            vfs.chmod(ROOT, dir + "/pe/f", 0600); // attributes only: the bytes are the open's
+            assertArrayEquals(random(700, 6), other.read(ROOT, chmodded, 0, 4096));
+            other.release(ROOT, chmodded);
 
             long removed = other.open(ROOT, dir + "/pd/f", O_RDONLY, held);
             vfs.unlink(ROOT, dir + "/pd/f");
             FsException e = assertThrows(FsException.class, () -> other.read(ROOT, removed, 0, 100));
             assertEquals(Status.ESTALE, e.status());
             other.release(ROOT, removed);
-            assertArrayEquals(new long[] {4, 2}, other.deferredMapCounters());
+            assertArrayEquals(new long[] {5, 3}, other.deferredMapCounters());
+        }
+    }
+
+    /**
+     * Data-ahead skips files the page cache holds by inode; when the node an open goes through
+     * holds no pages of them (the kernel forgot the node and made another), their opens take
+     * maps, and data-ahead fetches what it skipped (before, nothing was fetched ahead for the
+     * directory until the files changed).
+     */
+    @Test
+    void dataAheadFetchesWhatItSkippedAsHeldWhenTheOpenedNodeHoldsNoPages() throws Exception {
+        int n = 40;
+        vfs.mkdir(ROOT, dir + "/st", 0755);
+        for (int i = 0; i < n; i++) {
+            writeFile(vfs, dir + "/st/f" + i, random(2000 + i, i), 4096);
+        }
+        ClientConfig cfg = ClientConfig.defaults().withCacheTimeout(Duration.ofSeconds(30)).withOpenAfterLookup(Duration.ZERO);
+        try (GranaryVfs other = new GranaryVfs(cluster.mds, cluster.blockIo, cfg)) {
+            Map<Long, Long> versions = new HashMap<>();
+            for (int i = 0; i < n; i++) { // statahead lists the directory
+                Attr a = other.getattr(ROOT, dir + "/st/f" + i);
+                versions.put(a.getIno(), a.getCtimeNs());
+            }
+            other.pagesHeld(ino -> versions.getOrDefault(ino, GranaryVfs.NO_PAGES)); // held, by inode
+            java.util.function.LongUnaryOperator thisNode = ino -> GranaryVfs.NO_PAGES; // but not through the node opened
+            for (int i = 0; i < 2; i++) { // the second open starts data-ahead
+                long fh = other.open(ROOT, dir + "/st/f" + i, O_RDONLY, thisNode);
+                assertArrayEquals(random(2000 + i, i), other.read(ROOT, fh, 0, 4096));
+                other.release(ROOT, fh);
+            }
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (other.dataAheadCounters()[0] < n - 2 && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertEquals(n - 2, other.dataAheadCounters()[0], "the files not opened yet, fetched though listed as held");
+            for (int i = 2; i < n; i++) {
+                long fh = other.open(ROOT, dir + "/st/f" + i, O_RDONLY, thisNode);
+                assertArrayEquals(random(2000 + i, i), other.read(ROOT, fh, 0, 4096));
+                other.release(ROOT, fh);
+            }
+            assertArrayEquals(new long[] {0, 0}, other.deferredMapCounters(), "no open went without its map");
+            assertEquals(n - 2, other.dataAheadCounters()[1], "their opens took them");
         }
     }
 
