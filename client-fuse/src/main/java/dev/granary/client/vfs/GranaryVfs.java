@@ -580,7 +580,7 @@ public final class GranaryVfs implements AutoCloseable {
     public void pagesHeld(LongUnaryOperator byIno) {
         this.pagesHeldByIno = byIno;
         if (dataAhead != null) {
-            dataAhead.pagesHeld((dirIno, a) -> pagesMissedIn.getIfPresent(dirIno) == null && byIno.applyAsLong(a.getIno()) == a.getCtimeNs());
+            dataAhead.pagesHeld((dirIno, a) -> !pagesMissedIn(dirIno) && byIno.applyAsLong(a.getIno()) == a.getCtimeNs());
         }
     }
 
@@ -589,20 +589,34 @@ public final class GranaryVfs implements AutoCloseable {
 
     /**
      * Directories where a handle opened without a map ({@link #open(Caller, String, int, LongUnaryOperator)})
-     * found the kernel's pages gone (evicted, or {@code drop_caches}) in the last
-     * {@link #PAGES_MISSED_FOR}: their opens take their maps again meanwhile, since one that
-     * defers would cost a second MDS round trip at its first read; data-ahead fetches them too.
+     * found the kernel's pages gone (evicted, or {@code drop_caches}), with how many of their next
+     * opens still take their maps ({@link #OPENS_AFTER_MISS} at each miss): an open that defers
+     * would cost a second MDS round trip at its first read. Counted in opens, not time, so that
+     * a reader that refilled the pages (the next epoch right after a cold one) defers again
+     * within a few dozen files, and one that keeps missing pays one extra round trip in
+     * {@link #OPENS_AFTER_MISS}. Data-ahead fetches a marked directory's files too.
      */
-    private final Cache<Long, Boolean> pagesMissedIn = Caffeine.newBuilder().executor(Runnable::run)
-            .expireAfterWrite(PAGES_MISSED_FOR).maximumSize(10_000).build();
+    private final Cache<Long, AtomicInteger> pagesMissedIn = Caffeine.newBuilder().executor(Runnable::run)
+            .expireAfterWrite(Duration.ofSeconds(60)).maximumSize(10_000).build();
 
-    /** How long opens in a directory take their maps again after a deferred handle there missed the page cache. */
-    static final Duration PAGES_MISSED_FOR = Duration.ofSeconds(10);
+    /** Opens of a directory that take their maps after a deferred handle there missed the page cache. */
+    static final int OPENS_AFTER_MISS = 64;
+
+    /** Whether opens in directory {@code dirIno} take their maps now, after a miss there ({@link #pagesMissedIn}). */
+    private boolean pagesMissedIn(long dirIno) {
+        AtomicInteger left = pagesMissedIn.getIfPresent(dirIno);
+        return left != null && left.get() > 0;
+    }
+
+    /** Marks directory {@code dirIno} as missed ({@link #pagesMissedIn}). */
+    private void markPagesMissed(long dirIno) {
+        pagesMissedIn.put(dirIno, new AtomicInteger(OPENS_AFTER_MISS));
+    }
 
     /** A deferred handle of a file in directory {@code dirIno} read its map: the kernel did not hold the page it read ({@link OpenFile}). */
     void deferredMapLoaded(long dirIno) {
         deferredMapLoads.increment();
-        pagesMissedIn.put(dirIno, Boolean.TRUE);
+        markPagesMissed(dirIno);
         if (dataAhead != null) {
             dataAhead.pagesMissed(dirIno);
         }
@@ -1478,14 +1492,15 @@ public final class GranaryVfs implements AutoCloseable {
             // else the version the kernel's page cache holds of it: the MDS then sends no map
             Long expected = dentries.getIfPresent(key);
             MdsClient.FileMap ahead = dataAhead != null && expected != null ? dataAhead.take(dir.getIno(), expected) : null;
-            boolean missedHere = pagesMissedIn.getIfPresent(dir.getIno()) != null;
+            AtomicInteger left = pagesMissedIn.getIfPresent(dir.getIno());
+            boolean missedHere = left != null && left.getAndUpdate(x -> Math.max(0, x - 1)) > 0; // this open counts
             long held = ahead == null && expected != null && pagesHeld != null && !missedHere ? pagesHeld.applyAsLong(expected) : NO_PAGES;
             LongUnaryOperator byIno = pagesHeldByIno;
             if (ahead == null && expected != null && dataAhead != null && byIno != null && pagesHeld != null && !missedHere
                     && held == NO_PAGES && byIno.applyAsLong(expected) != NO_PAGES) {
                 // data-ahead skipped files here as held, but this node holds no pages of them (the
                 // kernel forgot the node and made another): as after a miss, it fetches them
-                pagesMissedIn.put(dir.getIno(), Boolean.TRUE);
+                markPagesMissed(dir.getIno());
                 dataAhead.pagesMissed(dir.getIno());
             }
             o = held != NO_PAGES ? mds.lookupForOpen(c, dir.getIno(), nameBytes(name), expected, held)
