@@ -238,13 +238,7 @@ class LayoutAndInlineTest {
         Path d = Files.createDirectory(mnt.resolve("ahead"));
         int n = 300;
         Random rnd = new Random(12);
-        List<byte[]> files = new ArrayList<>();
-        for (int i = 0; i < n; i++) {
-            byte[] b = new byte[20 * 1024 + i];
-            rnd.nextBytes(b);
-            files.add(b);
-            Files.write(d.resolve(String.format("s%04d", i)), b);
-        }
+        List<byte[]> files = writeSmallFiles(d, n, rnd);
         Nodes.Client reader = cluster.mount(tmp.resolve("mnt-reader"));
         Path rd = tmp.resolve("mnt-reader").resolve("ahead");
         Shell.ok(tmp, "sync; echo 3 > /proc/sys/vm/drop_caches");
@@ -277,13 +271,7 @@ class LayoutAndInlineTest {
         Path d = Files.createDirectory(mnt.resolve("warm"));
         int n = 300;
         Random rnd = new Random(13);
-        List<byte[]> files = new ArrayList<>();
-        for (int i = 0; i < n; i++) {
-            byte[] b = new byte[20 * 1024 + i];
-            rnd.nextBytes(b);
-            files.add(b);
-            Files.write(d.resolve(String.format("s%04d", i)), b);
-        }
+        List<byte[]> files = writeSmallFiles(d, n, rnd);
         Nodes.Client reader = cluster.mount(tmp.resolve("mnt-warm"));
         Path rd = tmp.resolve("mnt-warm").resolve("warm");
         readAll(rd, files, 0, n); // maps taken, pages filled
@@ -314,6 +302,18 @@ class LayoutAndInlineTest {
         Files.write(d.resolve("s0042"), again);
         files.set(42, again);
         readAll(rd, files, 0, n);
+    }
+
+    /** Writes {@code n} files {@code s0000...} of 20 KiB + i random bytes into {@code d}; returns their bytes. */
+    private static List<byte[]> writeSmallFiles(Path d, int n, Random rnd) throws java.io.IOException {
+        List<byte[]> files = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            byte[] b = new byte[20 * 1024 + i];
+            rnd.nextBytes(b);
+            files.add(b);
+            Files.write(d.resolve(String.format("s%04d", i)), b);
+        }
+        return files;
     }
 
     /** Reads files [from, to) of {@code d} with 8 threads and checks each against {@code files}. */

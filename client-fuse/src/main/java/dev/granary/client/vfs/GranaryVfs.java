@@ -1411,7 +1411,7 @@ public final class GranaryVfs implements AutoCloseable {
      * {@link #open(Caller, String, int)} through a mount whose kernel may hold the file's pages:
      * {@code pagesHeld} answers, for an inode, the MDS ctime (ns) of the version of the file the
      * kernel's page cache holds for the node being opened, or {@link #NO_PAGES}. When a read-only
-     * open (no {@code O_TRUNC}, no {@code O_DIRECT}) names a file that its name still holds at
+     * open (no {@code O_TRUNC}, {@code O_DIRECT} or {@code O_APPEND}) names a file that its name still holds at
      * that version, the MDS sends its attributes only, not its extent map or inline bytes: a
      * warm re-read of a small file costs no data transfer from the MDS, where it cost the whole
      * file's bytes again. The handle reads the map at its first read that the page cache does not
@@ -1431,7 +1431,8 @@ public final class GranaryVfs implements AutoCloseable {
             // Fresh attributes and the extent map in one MDS read: close-to-open consistency.
             // A lookup of this file within openAfterLookup already read them for this open.
             LookupMap recent = lookupMaps.asMap().remove(a.getIno());
-            boolean mayDefer = pagesHeld != null && (flags & O_ACCMODE) == O_RDONLY && (flags & (O_TRUNC | O_DIRECT)) == 0;
+            // not O_DIRECT nor O_APPEND: the mount serves both with direct I/O, so every read misses
+            boolean mayDefer = pagesHeld != null && (flags & O_ACCMODE) == O_RDONLY && (flags & (O_TRUNC | O_DIRECT | O_APPEND)) == 0;
             MdsClient.OpenMap o = recent != null && System.nanoTime() - recent.atNanos() <= config.openAfterLookup().toNanos()
                     ? new MdsClient.OpenMap(recent.map(), false) : comps.isEmpty() ? new MdsClient.OpenMap(mds.getFileMap(c, a.getIno()), false)
                     : mapOfName(c, dir, comps.get(comps.size() - 1), mayDefer ? pagesHeld : null);

@@ -25,25 +25,35 @@ class DataAheadTest extends LocalClusterTestBase {
     static final Caller ROOT = GranaryVfs.caller(0, 0);
     static final int O_CREAT = 0100, O_WRONLY = 01, O_TRUNC = 01000;
 
-    @Test
-    void heldMapsStayWithinHalfTheBudgetAndAStaleDirectoryStops() throws Exception {
-        int n = 120, size = 20 * 1024;
-        long dirIno;
+    /** Makes directory {@code dir} with {@code n} files f000... of {@code size} bytes from {@code new Random(i)}; returns its inode. */
+    private long writeFiles(String dir, int n, int size) {
         try (GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults())) {
-            vfs.mkdir(ROOT, "/da", 0755);
+            vfs.mkdir(ROOT, dir, 0755);
             for (int i = 0; i < n; i++) {
                 byte[] b = new byte[size];
                 new Random(i).nextBytes(b);
-                long fh = vfs.create(ROOT, String.format("/da/f%03d", i), 0644, O_CREAT | O_WRONLY | O_TRUNC);
+                long fh = vfs.create(ROOT, String.format("%s/f%03d", dir, i), 0644, O_CREAT | O_WRONLY | O_TRUNC);
                 vfs.write(ROOT, fh, 0, b, b.length);
                 vfs.release(ROOT, fh);
             }
-            dirIno = vfs.getattr(ROOT, "/da").getIno();
+            return vfs.getattr(ROOT, dir).getIno();
         }
+    }
+
+    /** The attributes of directory {@code dirIno}'s entries, as statahead lists them (name order). */
+    private List<Attr> listed(long dirIno) {
         List<Attr> attrs = new ArrayList<>();
         for (DirEntry e : cluster.mds.readdirPlus(ROOT, dirIno, new byte[0], 1000).entries()) {
             attrs.add(e.getAttr());
         }
+        return attrs;
+    }
+
+    @Test
+    void heldMapsStayWithinHalfTheBudgetAndAStaleDirectoryStops() throws Exception {
+        int n = 120, size = 20 * 1024;
+        long dirIno = writeFiles("/da", n, size);
+        List<Attr> attrs = listed(dirIno);
         assertEquals(n, attrs.size());
 
         ReadaheadBudget budget = new ReadaheadBudget(1L << 20); // data-ahead may hold 512 KiB: 25 files
@@ -93,20 +103,8 @@ class DataAheadTest extends LocalClusterTestBase {
     @Test
     void filesHeldInThePageCacheAreSkippedUntilTheirPagesAreFoundGone() throws Exception {
         int n = 60, size = 10 * 1024;
-        long dirIno;
-        try (GranaryVfs vfs = new GranaryVfs(cluster.mds, cluster.blockIo, ClientConfig.defaults())) {
-            vfs.mkdir(ROOT, "/held", 0755);
-            for (int i = 0; i < n; i++) {
-                long fh = vfs.create(ROOT, String.format("/held/f%03d", i), 0644, O_CREAT | O_WRONLY | O_TRUNC);
-                vfs.write(ROOT, fh, 0, new byte[size], size);
-                vfs.release(ROOT, fh);
-            }
-            dirIno = vfs.getattr(ROOT, "/held").getIno();
-        }
-        List<Attr> attrs = new ArrayList<>();
-        for (DirEntry e : cluster.mds.readdirPlus(ROOT, dirIno, new byte[0], 1000).entries()) {
-            attrs.add(e.getAttr());
-        }
+        long dirIno = writeFiles("/held", n, size);
+        List<Attr> attrs = listed(dirIno);
         ReadaheadBudget budget = new ReadaheadBudget(64L << 20);
         DataAhead ahead = new DataAhead(cluster.mds, budget, 256 << 10, Duration.ofSeconds(30));
         java.util.concurrent.atomic.AtomicBoolean inPageCache = new java.util.concurrent.atomic.AtomicBoolean(true);

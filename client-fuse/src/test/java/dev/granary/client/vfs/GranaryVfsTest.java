@@ -1474,7 +1474,7 @@ class GranaryVfsTest extends LocalClusterTestBase {
             other.release(ROOT, other.open(ROOT, dir + "/pa/f", O_RDONLY, held));
             assertArrayEquals(new long[] {1, 1}, other.deferredMapCounters(), "the pages were gone in /pa: its opens take their maps");
 
-            for (int flags : new int[] {O_RDWR, O_WRONLY, O_RDONLY | GranaryVfs.O_DIRECT}) {
+            for (int flags : new int[] {O_RDWR, O_WRONLY, O_RDONLY | GranaryVfs.O_DIRECT, O_RDONLY | O_APPEND}) {
                 other.release(ROOT, other.open(ROOT, dir + "/pb/f", flags, held));
             }
             other.release(ROOT, other.open(ROOT, dir + "/pb/f", O_RDONLY, i -> versions.get(i) - 1)); // older pages
