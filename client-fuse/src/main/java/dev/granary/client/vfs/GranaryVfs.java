@@ -1495,10 +1495,10 @@ public final class GranaryVfs implements AutoCloseable {
             MdsClient.FileMap ahead = dataAhead != null && expected != null ? dataAhead.take(dir.getIno(), expected) : null;
             AtomicInteger left = pagesMissedIn.getIfPresent(dir.getIno());
             boolean missedHere = left != null && left.getAndUpdate(x -> Math.max(0, x - 1)) > 0; // this open counts
-            long held = ahead == null && expected != null && pagesHeld != null && !missedHere ? pagesHeld.applyAsLong(expected) : NO_PAGES;
+            boolean askPages = ahead == null && expected != null && pagesHeld != null && !missedHere;
+            long held = askPages ? pagesHeld.applyAsLong(expected) : NO_PAGES;
             LongUnaryOperator byIno = pagesHeldByIno;
-            if (ahead == null && expected != null && dataAhead != null && byIno != null && pagesHeld != null && !missedHere
-                    && held == NO_PAGES && byIno.applyAsLong(expected) != NO_PAGES) {
+            if (askPages && held == NO_PAGES && dataAhead != null && byIno != null && byIno.applyAsLong(expected) != NO_PAGES) {
                 // data-ahead skipped files here as held, but this node holds no pages of them (the
                 // kernel forgot the node and made another): as after a miss, it fetches them
                 markPagesMissed(dir.getIno());
