@@ -460,11 +460,37 @@ def s_perm_root(d):
     os.chown(j(d, 'ro', 'existing'), 1000, 1000)
     os.chmod(j(d, 'ro', 'existing'), 0o000)
     t('root reads a mode 000 file of uid 1000', lambda: readall(j(d, 'ro', 'existing')))
+    # for s_perm_user: a write by another uid clears set-user-ID (and set-group-ID of a group-
+    # executable file) whatever the open mode (Granary serves write-only and O_APPEND descriptors
+    # with direct_io)
+    for name, m in (('suid_w', 0o6755), ('suid_a', 0o6755), ('suid_rw', 0o4755), ('sgid_noexec', 0o2664)):
+        write(j(d, name), b'x', 0o644)
+        os.chown(j(d, name), 1000, 1000)
+        os.chmod(j(d, name), m)
+    write(j(d, 'suid_root'), b'x', 0o644)
+    os.chmod(j(d, 'suid_root'), 0o4755)
+    t('a write by root keeps set-user-ID', lambda: (write_once(j(d, 'suid_root'), os.O_WRONLY), mode(j(d, 'suid_root')))[1])
+
+
+def write_once(p, flags, at=1, b=b'y'):
+    """One write(2) of b at offset `at` (at the end with O_APPEND) through a descriptor opened with flags."""
+    fd = os.open(p, flags)
+    try:
+        os.pwrite(fd, b, at) if not flags & os.O_APPEND else os.write(fd, b)
+    finally:
+        os.close(fd)
 
 
 def s_perm_user(d):
     """Run as uid 1000, gid 1000, no supplementary groups, after s_perm_root."""
     t('whoami', lambda: (os.getuid(), os.getgid(), os.getgroups()))
+
+    def mode(p):
+        return oct(os.stat(p).st_mode & 0o7777)
+    t('a write-only write clears set-user-ID and set-group-ID', lambda: (write_once(j(d, 'suid_w'), os.O_WRONLY), mode(j(d, 'suid_w')), readall(j(d, 'suid_w')))[1:])
+    t('an append clears set-user-ID and set-group-ID', lambda: (write_once(j(d, 'suid_a'), os.O_WRONLY | os.O_APPEND), mode(j(d, 'suid_a')), readall(j(d, 'suid_a')))[1:])
+    t('a read-write write clears set-user-ID', lambda: (write_once(j(d, 'suid_rw'), os.O_RDWR), mode(j(d, 'suid_rw')))[1])
+    t('a write keeps set-group-ID of a file without group execute', lambda: (write_once(j(d, 'sgid_noexec'), os.O_WRONLY), mode(j(d, 'sgid_noexec')))[1])
     t('read a 0600 root file', readall, j(d, 'rootonly'))
     t('read a 0644 root file', readall, j(d, 'shared'))
     t('open a 0644 root file for writing', os.open, j(d, 'shared'), os.O_WRONLY)
@@ -633,6 +659,9 @@ def s_xattr(d):
             os.close(fd)
     t('a write removes security.capability', lambda: (append_byte(), os.getxattr(cap, 'security.capability'))[1])
     t('the write landed', readall, cap)
+    os.setxattr(cap, 'security.capability', cap_v2)
+    t('a write-only write removes security.capability', lambda: (write_once(cap, os.O_WRONLY, 2, b'z'), os.getxattr(cap, 'security.capability'))[1])
+    t('the write-only write landed', readall, cap)
 
 
 def s_xattr_limits(d):

@@ -267,11 +267,16 @@ class PosixSemanticsTest {
         assertEquals(expectedRoot, run("perm_root", d[1], false), "as root: local (expected) vs Granary (actual)");
         hasLines(expectedRoot,
                 "chown by root clears suid and sgid: ok ('0o755', 1001)",
-                "mkdir in a setgid directory: ok (1000, '2')");
+                "mkdir in a setgid directory: ok (1000, '2')",
+                "a write by root keeps set-user-ID: ok 0o4755");
         String expectedUser = run("perm_user", d[0], true);
         assertEquals(expectedUser, run("perm_user", d[1], true), "as uid 1000: local (expected) vs Granary (actual)");
         hasLines(expectedUser,
                 "whoami: ok (1000, 1000, [])",
+                "a write-only write clears set-user-ID and set-group-ID: ok ('0o755', b'xy')",
+                "an append clears set-user-ID and set-group-ID: ok ('0o755', b'xy')",
+                "a read-write write clears set-user-ID: ok 0o755",
+                "a write keeps set-group-ID of a file without group execute: ok 0o2664",
                 "read a 0600 root file: EACCES",
                 "open a 0644 root file for writing: EACCES",
                 "create in a 0755 root directory: EACCES",
@@ -375,7 +380,9 @@ class PosixSemanticsTest {
                 "security.capability of a new file: ENODATA",
                 "get security.capability: ok True",
                 "a write removes security.capability: ENODATA",
-                "the write landed: ok b'xy'");
+                "the write landed: ok b'xy'",
+                "a write-only write removes security.capability: ENODATA",
+                "the write-only write landed: ok b'xyz'");
         Path g = Files.createDirectory(mnt.resolve("xattr-limits"));
         assertEquals(String.join("\n",
                 "64 KiB value: ok 65536",

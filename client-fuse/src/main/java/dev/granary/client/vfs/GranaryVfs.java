@@ -1754,8 +1754,8 @@ public final class GranaryVfs implements AutoCloseable {
      */
     public int write(Caller c, long fh, long offset, byte[] data, int len, boolean writeback) {
         OpenFile f = file(fh);
-        if (f.isAppend() && !writeback && f.firstAppendWrite()) {
-            removeCapabilityBeforeAppend(f);
+        if ((f.isAppend() || f.isWriteOnly()) && !writeback && f.firstWrite()) {
+            removeCapabilityBeforeDirectWrite(f);
         }
         Set<OpenFile> open = filesByIno.get(f.ino());
         if (open == null) {
@@ -2283,15 +2283,16 @@ public final class GranaryVfs implements AutoCloseable {
     private static final Caller KERNEL = Caller.newBuilder().setUid(0).setGid(0).build();
 
     /**
-     * Before the first write through an {@code O_APPEND} handle: removes the file's
-     * {@code security.capability}, as Linux's file_remove_privs does at every write(2). The FUSE
-     * layer opens write-only such handles with {@code direct_io}, and the kernel's direct write
-     * path leaves that removal to the filesystem (for a read-write one, which keeps the page
-     * cache, the kernel removed it already and this finds nothing). Costs nothing for a file this
-     * client knows has no xattrs, else one MDS write per handle (a capability set again while the
-     * handle stays open stays).
+     * Before the first write through a handle the FUSE layer opens with {@code direct_io}
+     * (write-only, and {@code O_APPEND}): removes the file's {@code security.capability}, as
+     * Linux's file_remove_privs does at every write(2) of the page-cache path; its direct write
+     * path leaves that removal to the filesystem (it still clears set-user-ID and set-group-ID
+     * itself, through a SETATTR). Costs nothing for a file this client knows has no xattrs, else
+     * one MDS write per handle (a capability set again while the handle stays open stays). For a
+     * read-write {@code O_APPEND} handle that keeps the page cache, the kernel removed it already
+     * and this finds nothing.
      */
-    private void removeCapabilityBeforeAppend(OpenFile f) {
+    private void removeCapabilityBeforeDirectWrite(OpenFile f) {
         if (hasNoXattrs(f.openedAttr())) {
             return;
         }

@@ -663,12 +663,17 @@ public final class OpenFile {
         }
     }
 
-    /** True on the first call for this handle only (the first write(2) through an O_APPEND handle). */
-    boolean firstAppendWrite() {
-        return appendWritten.compareAndSet(false, true);
+    /** True on the first call for this handle only (its first write(2)). */
+    boolean firstWrite() {
+        return written.compareAndSet(false, true);
     }
 
-    private final java.util.concurrent.atomic.AtomicBoolean appendWritten = new java.util.concurrent.atomic.AtomicBoolean();
+    private final java.util.concurrent.atomic.AtomicBoolean written = new java.util.concurrent.atomic.AtomicBoolean();
+
+    /** Whether this handle was opened write-only (O_WRONLY). */
+    boolean isWriteOnly() {
+        return (flags & GranaryVfs.O_ACCMODE) == GranaryVfs.O_WRONLY;
+    }
 
     /** Whether this handle was opened with O_APPEND. */
     boolean isAppend() {

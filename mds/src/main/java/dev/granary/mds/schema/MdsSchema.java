@@ -1,5 +1,6 @@
 package dev.granary.mds.schema;
 
+import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.protobuf.MessageLite;
 import com.google.protobuf.Parser;
@@ -172,10 +173,20 @@ public final class MdsSchema {
      * A seek costs an iterator made and freed: it was ~10% of the CPU of applying a create.
      */
     static byte[] getVersioned(KvReader r, String cf, byte[] fields, long epoch) {
+        byte[] v = getVersionValue(r, cf, fields, epoch);
+        return v == null ? null : Arrays.copyOfRange(v, 1, v.length);
+    }
+
+    /**
+     * As {@link #getVersioned}, but the stored value itself: its payload starts at index 1 (null
+     * if none or a tombstone). Records are parsed from it in place ({@link #parseValue}): a small
+     * file's inline bytes (100 KiB in an extent) are then not copied once more before their parse.
+     */
+    private static byte[] getVersionValue(KvReader r, String cf, byte[] fields, long epoch) {
         byte[] at = versionKey(fields, epoch);
         byte[] exact = r.get(cf, at);
         if (exact != null) {
-            return payload(exact, cf, at);
+            return live(exact, cf, at);
         }
         if (epoch <= FIRST_EPOCH) {
             return null; // no version is older than the first epoch (putVersioned refuses them)
@@ -188,7 +199,7 @@ public final class MdsSchema {
             if (key.length != fields.length + EPOCH_LEN || !startsWith(key, fields)) {
                 return null;
             }
-            return payload(it.value(), cf, key);
+            return live(it.value(), cf, key);
         }
     }
 
@@ -224,17 +235,18 @@ public final class MdsSchema {
         }
     }
 
-    private static byte[] payload(byte[] v, String cf, byte[] key) {
+    /** The stored value {@code v} if it is a live version (payload from index 1), null if a tombstone. */
+    private static byte[] live(byte[] v, String cf, byte[] key) {
         if (v.length == 0 || (v[0] != LIVE && v[0] != TOMBSTONE)) {
             throw new IllegalStateException("corrupt version value in CF " + cf + " at key " + hex(key));
         }
-        return v[0] == TOMBSTONE ? null : Arrays.copyOfRange(v, 1, v.length);
+        return v[0] == TOMBSTONE ? null : v;
     }
 
-    /** Receives one live version of a range scan; return false to stop. */
+    /** Receives one live version of a range scan (its stored value: payload from index 1); return false to stop. */
     @FunctionalInterface
     interface RawVisitor {
-        boolean visit(byte[] fields, byte[] payload);
+        boolean visit(byte[] fields, byte[] value);
     }
 
     /**
@@ -261,7 +273,7 @@ public final class MdsSchema {
                     continue; // an older version of a key already decided
                 }
                 done = fields;
-                byte[] p = payload(it.value(), cf, key);
+                byte[] p = live(it.value(), cf, key);
                 if (p != null && !v.visit(fields, p)) {
                     return;
                 }
@@ -279,10 +291,27 @@ public final class MdsSchema {
         }
     }
 
+    /**
+     * Parses the payload of stored version value {@code v} (from index 1) without copying it
+     * first; its bytes fields share {@code v} (aliasing), which nothing writes after the read that
+     * returned it.
+     */
+    private static <T extends MessageLite> T parseValue(Parser<T> parser, byte[] v, String what) {
+        try {
+            CodedInputStream in = CodedInputStream.newInstance(v, 1, v.length - 1);
+            in.enableAliasing(true);
+            T t = parser.parseFrom(in);
+            in.checkLastTagWas(0);
+            return t;
+        } catch (InvalidProtocolBufferException e) {
+            throw new IllegalStateException("corrupt " + what + " record: " + e.getMessage(), e);
+        }
+    }
+
     /** The inode {@code ino} as of {@code epoch}, or null if it does not exist then. */
     public static InodeRecord getInode(KvReader r, long ino, long epoch) {
-        byte[] p = getVersioned(r, INODES, inodeFields(ino), epoch);
-        return p == null ? null : parse(InodeRecord.parser(), p, "inode " + ino);
+        byte[] v = getVersionValue(r, INODES, inodeFields(ino), epoch);
+        return v == null ? null : parseValue(InodeRecord.parser(), v, "inode " + ino);
     }
 
     /** Writes the version of inode {@code ino} at {@code epoch}. */
@@ -297,8 +326,8 @@ public final class MdsSchema {
 
     /** The entry {@code name} of directory {@code parent} as of {@code epoch}, or null. */
     public static DentryRecord getDentry(KvReader r, long parent, byte[] name, long epoch) {
-        byte[] p = getVersioned(r, DENTRIES, dentryFields(parent, name), epoch);
-        return p == null ? null : parse(DentryRecord.parser(), p, "dentry");
+        byte[] v = getVersionValue(r, DENTRIES, dentryFields(parent, name), epoch);
+        return v == null ? null : parseValue(DentryRecord.parser(), v, "dentry");
     }
 
     /** Writes the entry {@code name} of {@code parent} at {@code epoch}. */
@@ -325,8 +354,8 @@ public final class MdsSchema {
         byte[] prefix = dentryPrefix(parent);
         // Keys of names > after start at parent + after + 0x01 (names never contain NUL).
         byte[] from = after.length == 0 ? prefix : concat(prefix, after, new byte[] {1});
-        scanVersioned(r, DENTRIES, prefix, from, epoch, (fields, p) -> v.visit(
-                Arrays.copyOfRange(fields, 8, fields.length - 1), parse(DentryRecord.parser(), p, "dentry")));
+        scanVersioned(r, DENTRIES, prefix, from, epoch, (fields, value) -> v.visit(
+                Arrays.copyOfRange(fields, 8, fields.length - 1), parseValue(DentryRecord.parser(), value, "dentry")));
     }
 
     /** The value of xattr {@code name} of {@code ino} as of {@code epoch}, or null. */
@@ -354,13 +383,13 @@ public final class MdsSchema {
     public static void scanXattrs(KvReader r, long ino, long epoch, XattrVisitor v) {
         byte[] prefix = be64(ino);
         scanVersioned(r, XATTRS, prefix, prefix, epoch,
-                (fields, p) -> v.visit(Arrays.copyOfRange(fields, 8, fields.length - 1), p));
+                (fields, value) -> v.visit(Arrays.copyOfRange(fields, 8, fields.length - 1), Arrays.copyOfRange(value, 1, value.length)));
     }
 
     /** The extent of stripe {@code stripe} of {@code ino} as of {@code epoch}, or null. */
     public static Extent getExtent(KvReader r, long ino, long stripe, long epoch) {
-        byte[] p = getVersioned(r, EXTENTS, extentFields(ino, stripe), epoch);
-        return p == null ? null : parse(Extent.parser(), p, "extent");
+        byte[] v = getVersionValue(r, EXTENTS, extentFields(ino, stripe), epoch);
+        return v == null ? null : parseValue(Extent.parser(), v, "extent");
     }
 
     /** Writes the extent of stripe {@code e.getStripeIndex()} of {@code ino} at {@code epoch}. */
@@ -385,12 +414,12 @@ public final class MdsSchema {
      */
     public static void scanExtents(KvReader r, long ino, long fromStripe, long toStripe, long epoch, ExtentVisitor v) {
         byte[] prefix = be64(ino);
-        scanVersioned(r, EXTENTS, prefix, extentFields(ino, fromStripe), epoch, (fields, p) -> {
+        scanVersioned(r, EXTENTS, prefix, extentFields(ino, fromStripe), epoch, (fields, value) -> {
             long stripe = be64(fields, 8);
             if (Long.compareUnsigned(stripe, toStripe) >= 0) {
                 return false;
             }
-            return v.visit(parse(Extent.parser(), p, "extent"));
+            return v.visit(parseValue(Extent.parser(), value, "extent"));
         });
     }
 

@@ -289,7 +289,9 @@ public final class PathFsAdapter implements LowLevelFs {
         String path = pathOrEmpty(nodeid); // an unlinked open file has none: reads go by handle
         Scratch s = scratch.get();
         FuseFileInfo fi = s.fi(req.argInt(32), fh); // struct fuse_read_in { fh, offset, size, read_flags, lock_owner, flags }
-        int n = fs.read(path, s.readPtr, Math.min(size, s.readBytes.capacity()), offset, fi);
+        int max = Math.min(size, s.readBytes.capacity());
+        int n = fs instanceof ByteBufferReads direct ? direct.read(path, s.readBytes, max, offset, fi)
+                : fs.read(path, s.readPtr, max, offset, fi);
         if (n < 0) {
             return n;
         }
