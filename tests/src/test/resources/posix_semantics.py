@@ -422,6 +422,20 @@ def s_blksize(d):
 
 # ------------------------------------------------------------------ ownership and permissions
 
+def mode(p):
+    """Permission bits of p (with set-user-ID, set-group-ID, sticky) in octal."""
+    return oct(os.stat(p).st_mode & 0o7777)
+
+
+def write_once(p, flags, at=1, b=b'y'):
+    """One write(2) of b at offset `at` (at the end with O_APPEND) through a descriptor opened with flags."""
+    fd = os.open(p, flags)
+    try:
+        os.pwrite(fd, b, at) if not flags & os.O_APPEND else os.write(fd, b)
+    finally:
+        os.close(fd)
+
+
 def s_perm_root(d):
     os.chmod(d, 0o755)
     write(j(d, 'rootonly'), b'secret', 0o600)
@@ -436,8 +450,6 @@ def s_perm_root(d):
     write(j(d, 'sticky', 'rootfile'), b'r', 0o666)
     os.chmod(j(d, 'sticky', 'rootfile'), 0o666)
 
-    def mode(p):
-        return oct(os.stat(p).st_mode & 0o7777)
     t('chown to 1000:1000', lambda: (os.chown(j(d, 'userfile'), 1000, 1000), os.stat(j(d, 'userfile')).st_uid, os.stat(j(d, 'userfile')).st_gid)[1:])
     t('chmod 6755', lambda: (os.chmod(j(d, 'userfile'), 0o6755), mode(j(d, 'userfile')))[1])
     t('chown by root clears suid and sgid', lambda: (os.chown(j(d, 'userfile'), 1000, 1001), mode(j(d, 'userfile')), os.stat(j(d, 'userfile')).st_gid)[1:])
@@ -472,21 +484,10 @@ def s_perm_root(d):
     t('a write by root keeps set-user-ID', lambda: (write_once(j(d, 'suid_root'), os.O_WRONLY), mode(j(d, 'suid_root')))[1])
 
 
-def write_once(p, flags, at=1, b=b'y'):
-    """One write(2) of b at offset `at` (at the end with O_APPEND) through a descriptor opened with flags."""
-    fd = os.open(p, flags)
-    try:
-        os.pwrite(fd, b, at) if not flags & os.O_APPEND else os.write(fd, b)
-    finally:
-        os.close(fd)
-
-
 def s_perm_user(d):
     """Run as uid 1000, gid 1000, no supplementary groups, after s_perm_root."""
     t('whoami', lambda: (os.getuid(), os.getgid(), os.getgroups()))
 
-    def mode(p):
-        return oct(os.stat(p).st_mode & 0o7777)
     t('a write-only write clears set-user-ID and set-group-ID', lambda: (write_once(j(d, 'suid_w'), os.O_WRONLY), mode(j(d, 'suid_w')), readall(j(d, 'suid_w')))[1:])
     t('an append clears set-user-ID and set-group-ID', lambda: (write_once(j(d, 'suid_a'), os.O_WRONLY | os.O_APPEND), mode(j(d, 'suid_a')), readall(j(d, 'suid_a')))[1:])
     t('a read-write write clears set-user-ID', lambda: (write_once(j(d, 'suid_rw'), os.O_RDWR), mode(j(d, 'suid_rw')))[1])
@@ -651,13 +652,7 @@ def s_xattr(d):
     cap_v2 = bytes.fromhex('01000002' '00040000' '00000000' '00000000' '00000000')  # v2, effective, CAP_NET_BIND_SERVICE
     t('set security.capability', os.setxattr, cap, 'security.capability', cap_v2)
     t('get security.capability', lambda: os.getxattr(cap, 'security.capability') == cap_v2)
-    def append_byte():
-        fd = os.open(cap, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, b'y')
-        finally:
-            os.close(fd)
-    t('a write removes security.capability', lambda: (append_byte(), os.getxattr(cap, 'security.capability'))[1])
+    t('a write removes security.capability', lambda: (write_once(cap, os.O_WRONLY | os.O_APPEND), os.getxattr(cap, 'security.capability'))[1])
     t('the write landed', readall, cap)
     os.setxattr(cap, 'security.capability', cap_v2)
     t('a write-only write removes security.capability', lambda: (write_once(cap, os.O_WRONLY, 2, b'z'), os.getxattr(cap, 'security.capability'))[1])
