@@ -17,6 +17,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import software.amazon.awssdk.http.ExecutableHttpRequest;
@@ -31,7 +32,8 @@ import software.amazon.awssdk.http.apache.ApacheHttpClient;
  * {@link BlockIo} whose reads of blocks the OSS does not hold in its read cache go straight to
  * S3: the client asks the block's OSS where to read it ({@link OssClient#locate}); for a cold
  * block the OSS answers with a URL it signed (S3 presigned GET, SigV4 query authentication), and
- * the client sends ranged GETs of that URL to S3 itself. That saves the OSS hop (its GET, the
+ * the client sends ranged GETs of that URL to S3 itself ({@link HttpRangedGets} for {@code http}
+ * URLs, the AWS SDK's HTTP client for {@code https}). That saves the OSS hop (its GET, the
  * gRPC reply) for cold data, while bucket credentials stay on the OSS (the client only ever holds
  * URLs for single blocks that expire). Blocks the OSS holds are read through it as before
  * (served from memory), and so are writes, deletes, and a cold block another client is already
@@ -58,6 +60,7 @@ public final class DirectReadBlockIo implements BlockIo {
 
     private final OssClient oss;
     private final SdkHttpClient http;
+    private final HttpRangedGets gets;
     private final ExecutorService pool;
     /** How long one GET may take as a whole ({@link DirectS3Deadline}). */
     private final Duration ioTimeout;
@@ -80,6 +83,7 @@ public final class DirectReadBlockIo implements BlockIo {
         this.ioTimeout = ioTimeout;
         this.http = ApacheHttpClient.builder().maxConnections(threads).socketTimeout(ioTimeout)
                 .connectionTimeout(Duration.ofSeconds(5)).build();
+        this.gets = new HttpRangedGets(threads);
         this.pool = Executors.newFixedThreadPool(threads, r -> {
             Thread t = new Thread(r, "direct-read");
             t.setDaemon(true);
@@ -152,10 +156,51 @@ public final class DirectReadBlockIo implements BlockIo {
 
     /** A ranged GET of {@code url}: bytes {@code [offset, offset+length)}, fewer at the object's end. */
     private ByteBuffer get(URI url, long offset, int length) {
+        if (HttpRangedGets.handles(url)) {
+            AtomicReference<HttpRangedGets.Conn> conn = new AtomicReference<>();
+            return DirectS3Deadline.run(() -> {
+                HttpRangedGets.Conn c = conn.get();
+                if (c != null) {
+                    c.close();
+                }
+            }, ioTimeout, "GET of " + url.getPath(), () -> answered(url, gets.get(url, offset, length, conn::set)));
+        }
         SdkHttpFullRequest req = SdkHttpFullRequest.builder().method(SdkHttpMethod.GET).uri(url)
                 .putHeader("Range", "bytes=" + offset + "-" + (offset + length - 1)).build();
         ExecutableHttpRequest call = http.prepareRequest(HttpExecuteRequest.builder().request(req).build());
         return DirectS3Deadline.run(call, ioTimeout, "GET of " + url.getPath(), () -> getOnce(url, offset, length, call));
+    }
+
+    /** The bytes of a GET {@link HttpRangedGets} answered, as {@link #getOnce} reads them from the SDK's client. */
+    private ByteBuffer answered(URI url, HttpRangedGets.Answer a) {
+        ByteBuffer none = noBody(url, a.status());
+        return none != null ? none : succeeded(a.body());
+    }
+
+    /**
+     * What a GET's status means: null when the range's bytes follow (200, 206), no bytes for 416
+     * (the range starts at or past the object's end); a 404 fails with
+     * {@link FileNotFoundException}, any other status with an {@link IOException} (both wrapped
+     * in a {@link CompletionException}).
+     */
+    private static ByteBuffer noBody(URI url, int status) {
+        if (status == 404) {
+            throw new CompletionException(new FileNotFoundException("block " + url.getPath() + " not found (HTTP 404)"));
+        }
+        if (status == 416) {
+            return ByteBuffer.allocate(0);
+        }
+        if (status != 206 && status != 200) {
+            throw new CompletionException(new IOException("GET of " + url.getPath() + ": HTTP " + status));
+        }
+        return null;
+    }
+
+    /** Counts a direct GET that answered {@code data}, and returns it. */
+    private ByteBuffer succeeded(ByteBuffer data) {
+        directGets.incrementAndGet();
+        failures.succeeded();
+        return data;
     }
 
     /** Sends {@code call} (the ranged GET of {@code url}) and reads the bytes it answers; see {@link #get}. */
@@ -163,14 +208,9 @@ public final class DirectReadBlockIo implements BlockIo {
         HttpExecuteResponse rsp = call.call();
         int status = rsp.httpResponse().statusCode();
         try (InputStream in = rsp.responseBody().orElse(null)) {
-            if (status == 404) {
-                throw new CompletionException(new FileNotFoundException("block " + url.getPath() + " not found (HTTP 404)"));
-            }
-            if (status == 416) {
-                return ByteBuffer.allocate(0); // the range starts at or past the end
-            }
-            if (status != 206 && status != 200) {
-                throw new CompletionException(new IOException("GET of " + url.getPath() + ": HTTP " + status));
+            ByteBuffer none = noBody(url, status);
+            if (none != null) {
+                return none;
             }
             if (in == null) {
                 return ByteBuffer.allocate(0);
@@ -189,10 +229,7 @@ public final class DirectReadBlockIo implements BlockIo {
                 }
                 data = in.readNBytes(length);
             }
-            ByteBuffer b = ByteBuffer.wrap(data);
-            directGets.incrementAndGet();
-            failures.succeeded();
-            return b;
+            return succeeded(ByteBuffer.wrap(data));
         }
     }
 
@@ -217,5 +254,6 @@ public final class DirectReadBlockIo implements BlockIo {
     public void close() {
         pool.shutdownNow();
         http.close();
+        gets.close();
     }
 }

@@ -51,7 +51,12 @@ final class DirectS3Deadline {
      * @param what the request, e.g. "PUT of /bucket/key"
      */
     static <T> T run(ExecutableHttpRequest call, Duration timeout, String what, Exchange<T> exchange) {
-        ScheduledFuture<?> abort = TIMER.schedule(call::abort, timeout.toNanos(), TimeUnit.NANOSECONDS);
+        return run((Runnable) call::abort, timeout, what, exchange);
+    }
+
+    /** As {@link #run(ExecutableHttpRequest, Duration, String, Exchange)}, past the deadline running {@code abort}. */
+    static <T> T run(Runnable abortAction, Duration timeout, String what, Exchange<T> exchange) {
+        ScheduledFuture<?> abort = TIMER.schedule(abortAction, timeout.toNanos(), TimeUnit.NANOSECONDS);
         try {
             return exchange.run();
         } catch (IOException e) {
