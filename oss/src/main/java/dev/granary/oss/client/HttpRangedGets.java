@@ -25,7 +25,8 @@ import java.util.function.Consumer;
  *
  * <p>Only what an S3 server answers a GET is understood: a status line, headers, and a body of
  * {@code Content-Length} bytes. Any other shape of a 200 or 206 (a chunked transfer coding, no
- * length, more bytes than asked) or a malformed head fails with an {@link IOException}, which the caller treats as any
+ * length, more bytes than asked, a {@code Content-Range} starting elsewhere than asked, RFC 9110
+ * 14.4) or a malformed head fails with an {@link IOException}, which the caller treats as any
  * failed direct read (it reads through the OSS instead). Connections are kept alive and reused per
  * {@code host:port}; a GET on a reused connection that fails before any byte of its answer came
  * (the server closed the connection while it was idle) is sent once more on a new one. Other
@@ -217,6 +218,7 @@ final class HttpRangedGets implements AutoCloseable {
             throw new IOException(what + ": bad status line: " + lines[0]);
         }
         long contentLength = -1;
+        String contentRange = null;
         boolean chunked = false;
         boolean keepAlive = statusLine[0].equals("HTTP/1.1"); // RFC 9112 9.3: 1.1 persists unless "close"
         for (int i = 1; i < lines.length; i++) {
@@ -232,6 +234,8 @@ final class HttpRangedGets implements AutoCloseable {
                 } catch (NumberFormatException e) {
                     throw new IOException(what + ": bad Content-Length: " + value);
                 }
+            } else if (name.equalsIgnoreCase("Content-Range")) {
+                contentRange = value;
             } else if (name.equalsIgnoreCase("Transfer-Encoding") && !value.equalsIgnoreCase("identity")) {
                 chunked = true;
                 if (status == 200 || status == 206) {
@@ -252,6 +256,9 @@ final class HttpRangedGets implements AutoCloseable {
         if (status == 206) {
             if (contentLength > length) {
                 throw new IOException(what + ": " + contentLength + " bytes answered for a range of " + length);
+            }
+            if (contentRange != null && !contentRange.startsWith("bytes " + offset + "-")) {
+                throw new IOException(what + ": asked bytes from " + offset + ", answered " + contentRange);
             }
             ByteBuffer b = ByteBuffer.allocate((int) contentLength);
             body.readInto(b);

@@ -218,6 +218,7 @@ class HttpRangedGetsTest {
                 Reply.of("HTTP/1.1 206 Partial Content\r\n\r\n", obj, true), // no length
                 Reply.of("HTTP/1.1 206 Partial Content\r\nContent-Length: 2000\r\n\r\n", obj, true), // more than asked
                 Reply.of("HTTP/1.1 206 Partial Content\r\nContent-Length: abc\r\n\r\n", obj, true),
+                Reply.of("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 1-1000/1001\r\nContent-Length: 1000\r\n\r\n", obj, true), // another range
                 Reply.of("SSH-2.0-OpenSSH\r\n\r\n", new byte[0], true),
                 Reply.of("HTTP/1.1 2x6 Partial\r\nContent-Length: 10\r\n\r\n", obj, true),
                 Reply.of("HTTP/1.1 206 Partial Content\r\nno colon here\r\nContent-Length: 10\r\n\r\n", obj, true),
