@@ -163,9 +163,9 @@ class TwoClientsFuseTest {
 
     /**
      * Close-to-open while other threads on B keep opening and reading the same file: A writes 16
-     * bytes at a random place and closes, then B opens and reads the whole file, for 25 s, with 4
-     * threads on B looping open/read/close on it meanwhile. Every read on B must show every write
-     * A closed before it. Regression: with libfuse's auto_cache, one of B's looping opens noticed
+     * bytes at a random place and closes, then B opens and reads the whole file, for 25 s and at
+     * least 60 rounds per file, with 4 threads on B looping open/read/close on it meanwhile.
+     * Every read on B must show every write A closed before it. Regression: with libfuse's auto_cache, one of B's looping opens noticed
      * the new mtime and left dropping the pages to the kernel after its reply, and the test's own
      * open, answered meanwhile with keep_cache, read the old pages with the new mtime (2-7 stale
      * opens in 600-2,000 per 40 s run). Both an inline file and a striped one.
@@ -178,14 +178,16 @@ class TwoClientsFuseTest {
                 def rounds(name, size, secs):
                     model = bytearray(random.Random(size).randbytes(size))
                     with open(os.path.join(a, name), 'wb') as f: f.write(model)
-                    stop = time.time() + secs
+                    # at least secs and 60 rounds (a host that froze for a minute mid-loop left
+                    # 25 rounds, CI 2026-12-07), at most secs + 60 s
+                    stop = time.time() + secs; hard = stop + 60; done = threading.Event()
                     def reader():
-                        while time.time() < stop:
+                        while not done.is_set() and time.time() < hard:
                             with open(os.path.join(b, name), 'rb') as f: f.read()
                     ths = [threading.Thread(target=reader) for _ in range(4)]
                     for t in ths: t.start()
                     rng = random.Random(7); n = stale = 0; first = None
-                    while time.time() < stop:
+                    while (time.time() < stop or n < 60) and time.time() < hard:
                         n += 1; off = rng.randrange(0, size - 16); data = (b'%08d' % n) * 2
                         fd = os.open(os.path.join(a, name), os.O_WRONLY); os.pwrite(fd, data, off); os.close(fd)
                         model[off:off + 16] = data
@@ -195,6 +197,7 @@ class TwoClientsFuseTest {
                             if first is None:
                                 i = next(i for i in range(min(len(got), size)) if got[i] != model[i]) if len(got) == size else -1
                                 first = 'write %d: first wrong byte at %d (len %d)' % (n, i, len(got))
+                    done.set()
                     for t in ths: t.join()
                     print('%s: %d rounds, %d stale opens%s' % (name, n, stale, '; ' + first if first else ''))
                 rounds('inline', 65536, 13)
