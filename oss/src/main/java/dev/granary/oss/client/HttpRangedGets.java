@@ -18,10 +18,11 @@ import java.util.function.Consumer;
  * Ranged GETs of presigned {@code http://} URLs (S3 API GetObject with a {@code Range} header,
  * RFC 9110 section 14; HTTP/1.1 message syntax, RFC 9112), with as little work per request as a
  * blocking exchange allows: the request is one prepared string, the answer's head is parsed from
- * one buffer, and its body is read straight into the buffer returned. Through the AWS SDK's Apache
- * client a GET cost about 0.28 ms of client CPU besides its bytes (request objects, URI parsing,
- * header maps); that is what bounds random 128 KiB reads on a 2-core node, where this path read
- * 20-40% more of them per second (2026-12-07, fio, 4 jobs; {@code docs/ARCHITECTURE.md}).
+ * one buffer, and its body is read straight into the buffer returned. Against the AWS SDK's
+ * Apache client (request objects, URI parsing, header maps) it takes about 60 µs less client CPU
+ * per GET, which is what random 128 KiB reads on a 2-core node are bound by after the S3 server's
+ * own cost: 1,476-2,076 against 1,337-1,889 IOPS (2026-12-07, fio, 4 jobs, two quickstarts read in
+ * turn; {@code docs/ARCHITECTURE.md}).
  *
  * <p>Only what an S3 server answers a GET is understood: a status line, headers, and a body of
  * {@code Content-Length} bytes. Any other shape of a 200 or 206 (a chunked transfer coding, no
@@ -31,8 +32,7 @@ import java.util.function.Consumer;
  * {@code host:port}; a GET on a reused connection that fails before any byte of its answer came
  * (the server closed the connection while it was idle) is sent once more on a new one. Other
  * statuses come back without their bodies (an error's body without a length closes its
- * connection). HTTPS URLs
- * are not handled here ({@link #handles}). Thread-safe.
+ * connection). HTTPS URLs are not handled here ({@link #handles}). Thread-safe.
  */
 final class HttpRangedGets implements AutoCloseable {
     /** Longest status line plus headers accepted, bytes. */
@@ -63,7 +63,6 @@ final class HttpRangedGets implements AutoCloseable {
     static final class Conn {
         private final SocketChannel channel;
         private final ByteBuffer head = ByteBuffer.allocate(MAX_HEAD_BYTES);
-        private int exchanges;
 
         private Conn(SocketChannel channel) {
             this.channel = channel;
@@ -107,16 +106,16 @@ final class HttpRangedGets implements AutoCloseable {
             }
             Conn c = pool.pollFirst();
             boolean reused = c != null;
-            if (c == null) {
+            if (!reused) {
                 c = new Conn(SocketChannel.open());
-                watch.accept(c);
+            }
+            watch.accept(c);
+            if (!reused) {
                 connect(c, url);
-            } else {
-                watch.accept(c);
             }
             boolean keep = false;
             try {
-                c.head.clear();
+                c.head.clear(); // empty until the answer's first byte: what the catch below tells apart
                 request.rewind();
                 while (request.hasRemaining()) {
                     c.channel.write(request);
@@ -130,7 +129,6 @@ final class HttpRangedGets implements AutoCloseable {
                 }
                 Parsed p = answer(url, c, headEnd, offset, length);
                 keep = p.keepAlive;
-                c.exchanges++;
                 return new Answer(p.status, p.body);
             } catch (IOException e) {
                 if (reused && c.head.position() == 0 && c.channel.isOpen()) {
@@ -175,11 +173,11 @@ final class HttpRangedGets implements AutoCloseable {
     }
 
     /**
-     * Reads until the head's blank line is in {@code c.head}; returns the index just after it, or
-     * -1 if the connection closed before any byte came.
+     * Reads until the head's blank line is in {@code c.head} (empty when called); returns the index
+     * just after it, or -1 if the connection closed before any byte came.
      */
     private static int readHead(Conn c) throws IOException {
-        ByteBuffer h = c.head.clear();
+        ByteBuffer h = c.head;
         int scanned = 3;
         while (true) {
             if (c.channel.read(h) < 0) {
@@ -269,11 +267,17 @@ final class HttpRangedGets implements AutoCloseable {
             ByteBuffer b = ByteBuffer.allocate((int) Math.max(0, end - offset));
             body.skip(Math.min(offset, contentLength));
             body.readInto(b);
-            boolean rest = body.left() == 0 || body.left() <= MAX_DRAINED && body.skip(body.left());
-            return new Parsed(status, b.flip(), keepAlive && rest);
+            boolean drained = body.left() <= MAX_DRAINED;
+            if (drained) {
+                body.skip(body.left());
+            }
+            return new Parsed(status, b.flip(), keepAlive && drained);
         }
         // another status (an error): read a short body to keep the connection, else drop it
-        boolean drained = contentLength <= MAX_DRAINED && body.skip(contentLength);
+        boolean drained = contentLength <= MAX_DRAINED;
+        if (drained) {
+            body.skip(contentLength);
+        }
         return new Parsed(status, ByteBuffer.allocate(0), keepAlive && drained);
     }
 
@@ -320,15 +324,14 @@ final class HttpRangedGets implements AutoCloseable {
             }
         }
 
-        /** Reads and drops the body's next {@code n} bytes; returns true. */
-        boolean skip(long n) throws IOException {
+        /** Reads and drops the body's next {@code n} bytes. */
+        void skip(long n) throws IOException {
             ByteBuffer trash = ByteBuffer.allocate((int) Math.min(READ_CHUNK, Math.max(n, 1)));
             while (n > 0) {
                 trash.clear().limit((int) Math.min(trash.capacity(), n));
                 readInto(trash);
                 n -= trash.position();
             }
-            return true;
         }
     }
 
