@@ -3,6 +3,7 @@ package dev.granary.oss.client;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import com.github.benmanes.caffeine.cache.Expiry;
+import com.google.protobuf.ByteString;
 import dev.granary.oss.BlockIo;
 import dev.granary.oss.proto.LocateBlockReply;
 import java.io.FileNotFoundException;
@@ -12,6 +13,7 @@ import java.net.URI;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
@@ -65,6 +67,12 @@ public final class DirectReadBlockIo implements BlockIo {
     /** How long one GET may take as a whole ({@link DirectS3Deadline}). */
     private final Duration ioTimeout;
     private final Cache<Key, Where> where;
+    /**
+     * This client's name in its locates (16 random bytes, picked at construction): its OSS hands
+     * it a URL again for a block it was given one for, and only other clients' asks within the
+     * OSS's window read the block through the OSS (oss.proto, LocateBlock).
+     */
+    private final ByteString clientId;
     private final AtomicLong directGets = new AtomicLong();
     /** Failed direct GETs (404 aside) and the pause they cause. */
     private final DirectS3Failures failures = new DirectS3Failures(LOG, "reads straight from S3", "reading");
@@ -84,6 +92,9 @@ public final class DirectReadBlockIo implements BlockIo {
         this.http = ApacheHttpClient.builder().maxConnections(threads).socketTimeout(ioTimeout)
                 .connectionTimeout(Duration.ofSeconds(5)).build();
         this.gets = new HttpRangedGets(threads);
+        UUID id = UUID.randomUUID();
+        this.clientId = ByteString.copyFrom(ByteBuffer.allocate(16)
+                .putLong(id.getMostSignificantBits()).putLong(id.getLeastSignificantBits()).flip());
         this.pool = Executors.newFixedThreadPool(threads, r -> {
             Thread t = new Thread(r, "direct-read");
             t.setDaemon(true);
@@ -135,7 +146,7 @@ public final class DirectReadBlockIo implements BlockIo {
         Key k = new Key(ost, key);
         Where w = where.getIfPresent(k);
         CompletableFuture<Where> located = w != null ? CompletableFuture.completedFuture(w)
-                : oss.locate(ost, key, URL_TTL_SECONDS).thenApply(r -> {
+                : oss.locate(ost, key, URL_TTL_SECONDS, clientId).thenApply(r -> {
                     Where n = new Where(r.getCached() || r.getUrl().isEmpty() ? null : URI.create(r.getUrl()));
                     where.put(k, n);
                     return n;
@@ -152,6 +163,11 @@ public final class DirectReadBlockIo implements BlockIo {
                                     failures.failed(c, "direct read of block " + key + " on OST " + ost);
                                     return oss.readView(ost, key, offset, length);
                                 }));
+    }
+
+    /** Forgets where every block is read from, as when the remembered answers expire (tests). */
+    void forgetLocations() {
+        where.invalidateAll();
     }
 
     /** A ranged GET of {@code url}: bytes {@code [offset, offset+length)}, fewer at the object's end. */

@@ -4,6 +4,7 @@ import com.google.common.util.concurrent.FutureCallback;
 import com.google.common.util.concurrent.Futures;
 import com.google.common.util.concurrent.ListenableFuture;
 import com.google.common.util.concurrent.MoreExecutors;
+import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
 import dev.granary.oss.BlockIo;
 import dev.granary.oss.OssConfig;
@@ -212,10 +213,13 @@ public final class OssClient implements BlockIo {
     /**
      * Where to read block {@code key} of OST {@code ost} from (oss.proto, LocateBlock): cached at
      * its OSS, or a URL the OSS signed for a GET straight from S3, valid {@code ttlSeconds}.
+     * {@code client} names the asking client (the same bytes for all its asks; empty: anonymous),
+     * so that asking again for a block it reads from S3 is not taken for another client's ask.
      * Fails with {@link OssException} (UNIMPLEMENTED: the OSS cannot sign URLs for that OST).
      */
-    public CompletableFuture<LocateBlockReply> locate(int ost, String key, int ttlSeconds) {
-        LocateBlockRequest req = LocateBlockRequest.newBuilder().setOst(ost).setKey(key).setTtlSeconds(ttlSeconds).build();
+    public CompletableFuture<LocateBlockReply> locate(int ost, String key, int ttlSeconds, ByteString client) {
+        LocateBlockRequest req = LocateBlockRequest.newBuilder().setOst(ost).setKey(key).setTtlSeconds(ttlSeconds)
+                .setClient(client).build();
         return call(ost, "locate of block " + key + " on OST " + ost, stub -> stub.locateBlock(req));
     }
 

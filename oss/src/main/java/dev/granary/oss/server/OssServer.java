@@ -227,12 +227,30 @@ public final class OssServer implements AutoCloseable {
     static final java.time.Duration LOCATED_FOR = java.time.Duration.ofMinutes(10);
 
     /**
-     * Blocks this OSS signed a URL for within {@link #LOCATED_FOR}: the first client to locate a
-     * cold block reads it straight from S3; a later one reads it through this OSS, so it lands in
-     * the read cache for the rest.
+     * Blocks this OSS signed a URL for within {@link #LOCATED_FOR}, and the client it signed it
+     * for (its id in LocateBlock; empty when it sent none): that client reads the block straight
+     * from S3, and gets a URL again when it asks again; another client reads it through this OSS,
+     * so it lands in the read cache for the rest.
      */
-    private final com.github.benmanes.caffeine.cache.Cache<LocatedKey, Boolean> located =
+    private final com.github.benmanes.caffeine.cache.Cache<LocatedKey, com.google.protobuf.ByteString> located =
             com.github.benmanes.caffeine.cache.Caffeine.newBuilder().executor(Runnable::run).maximumSize(1_000_000).expireAfterWrite(LOCATED_FOR).build();
+
+    /**
+     * Whether {@code client} is the one reading block {@code k} straight from S3: no client was
+     * within {@link #LOCATED_FOR} (it is now, from now), or it was this same named client (its
+     * window starts over). An anonymous (empty) client is never the same as an earlier ask.
+     */
+    private boolean locatedBy(LocatedKey k, com.google.protobuf.ByteString client) {
+        com.google.protobuf.ByteString prev = located.asMap().putIfAbsent(k, client);
+        if (prev == null) {
+            return true;
+        }
+        if (!client.isEmpty() && prev.equals(client)) {
+            located.put(k, client); // a write: its window starts over
+            return true;
+        }
+        return false;
+    }
 
     private final class Service extends ObjectStorageServiceGrpc.ObjectStorageServiceImplBase {
         @Override
@@ -290,8 +308,8 @@ public final class OssServer implements AutoCloseable {
                 checkKey(ost, key);
                 if (cache.holdsWhole(ost, key)) {
                     out.onNext(LocateBlockReply.newBuilder().setCached(true).build());
-                } else if (located.asMap().putIfAbsent(new LocatedKey(ost, key), Boolean.TRUE) != null) {
-                    // a second client wants it within LOCATED_FOR: read it through this OSS, which
+                } else if (!locatedBy(new LocatedKey(ost, key), req.getClient())) {
+                    // another client wants it within LOCATED_FOR: read it through this OSS, which
                     // keeps it in its cache for the others (the shared read cache of a training
                     // cluster whose nodes read the same data)
                     out.onNext(LocateBlockReply.getDefaultInstance());

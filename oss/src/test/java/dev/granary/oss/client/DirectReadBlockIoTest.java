@@ -14,6 +14,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -56,6 +57,40 @@ class DirectReadBlockIoTest extends DirectIoFixture {
         assertArrayEquals(Arrays.copyOfRange(block, 7, 70_007), third.read(0, "b1", 7, 70_000).get());
         assertEquals(0, third.directGets());
         assertEquals(ossGets, server.s3Gets(), "served from the OSS cache");
+    }
+
+    /**
+     * A client that asks again for a block it was reading straight from S3 (its remembered URL
+     * expired, or two of its threads missed at once) is the same client, not "a later one": it
+     * gets a URL again, and only another client reads the block through the OSS. Before, the OSS
+     * remembered only that the block had been located: a client whose URL entry expired (after
+     * 7.5 min) re-located within the OSS's 10 minutes and read every such block through the OSS,
+     * which fetched it whole from S3 first (AU of 4 simulated accelerators 99% -> 60-80%).
+     */
+    @Test
+    void theSameClientAskingAgainKeepsReadingFromS3AndAnotherClientGoesThroughTheOss() throws Exception {
+        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "again")));
+        byte[] block = random(600_000, 3);
+        store.put("b2", block);
+        OssServer server = server(store);
+        DirectReadBlockIo first = client(server);
+        assertArrayEquals(Arrays.copyOfRange(block, 0, 100_000), first.read(0, "b2", 0, 100_000).get(20, TimeUnit.SECONDS));
+        first.forgetLocations(); // as when its URLs' half validity is over
+        List<CompletableFuture<byte[]>> again = new ArrayList<>();
+        for (int i = 0; i < 4; i++) { // threads of the one client missing at once
+            again.add(first.read(0, "b2", 100_000L * (i + 1), 100_000));
+        }
+        for (int i = 0; i < 4; i++) {
+            assertArrayEquals(Arrays.copyOfRange(block, 100_000 * (i + 1), 100_000 * (i + 2)), again.get(i).get(20, TimeUnit.SECONDS));
+        }
+        assertEquals(5, first.directGets(), "every read of the one client straight from S3");
+        assertEquals(0, first.fallbacks());
+        assertEquals(0, server.s3Gets(), "the OSS fetched nothing");
+
+        DirectReadBlockIo other = client(server);
+        assertArrayEquals(Arrays.copyOfRange(block, 500_000, 600_000), other.read(0, "b2", 500_000, 100_000).get(20, TimeUnit.SECONDS));
+        assertEquals(0, other.directGets(), "another client's block: through the OSS");
+        assertEquals(1, server.s3Gets());
     }
 
     /**
