@@ -87,6 +87,7 @@ class Plan:
         self.noop_bytes = max(256 * MIB, self.seq_bytes)
         self.warm_bytes = max(16, round(1024 * scale)) * MIB        # the untimed warm-up file
         self.warm_count = max(50, round(2000 * scale))               # and its small files
+        self.warm_samples = max(48, round(800 * scale))              # and its 320 KiB files per round
         self.warm_cold_reads = 6 if scale >= 0.25 else 1             # at least this many cold reads of it
         self.warm_max_rounds = 10 if scale >= 0.25 else 2            # at most this many rounds of a warm-up part
         self.timeout = 600 + 3600 * scale                            # any one step, seconds
@@ -588,7 +589,8 @@ def warm_up(target, plan):
     """Untimed, the same on every target: a file written with fsync and read cold (caches emptied
     before each read) until two reads in a row agree, and once warm, then read at random (128 KiB,
     cold) until two rounds agree, and small files written until two rounds agree, read (from caches, then cold until two
-    rounds agree), stat'ed, listed and unlinked, then the metadata phases in rounds until create,
+    rounds agree), stat'ed, listed and unlinked, then new files of 320 KiB each round read cold until two rounds agree,
+    then the metadata phases in rounds until create,
     stat and unlink each agree with the round before (at most 6), so that each filesystem is measured as it runs on a
     node that has been up for a while (Granary's JVMs have compiled their hot paths; peers have
     their connections open). Everything it writes is removed. Returns the rate of every round
@@ -668,6 +670,33 @@ def warm_up(target, plan):
             raise RuntimeError("warm-up: readdir listed the wrong number of files")
     for p in paths + [big]:
         os.unlink(p)
+
+    # Files of 320 KiB (the retinanet-like AU samples: above Granary's inline size), new ones each
+    # round, written, then read whole cold with 16 threads, until two rounds agree: a first read of
+    # such a file takes other paths than the small files above (for Granary, the OSS's locate, a
+    # URL signed, a direct ranged GET), and the AU step compiled them while timed (Granary's JIT
+    # 1.2 CPU-s in the retinanet-like AU step of the run at f0d8b94, 0.0-0.2 in the read steps).
+    sample_chunk = random_chunk(320 * KIB, 11)
+    sample_rounds = [0]
+
+    def cold_sample_round():
+        sd = os.path.join(d, f"samples{sample_rounds[0]}")
+        sample_rounds[0] += 1
+        os.mkdir(sd)
+        names = [os.path.join(sd, f"x{i:05d}.bin") for i in range(plan.warm_samples)]
+        write_many(names, 320 * KIB, sample_chunk, 8)
+        target.cold()
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            got = sum(pool.map(read_sample, names))
+        rate = len(names) / (time.perf_counter() - t0)
+        if got != len(names) * 320 * KIB:
+            raise RuntimeError(f"warm-up: read {got} bytes of {len(names)} files of 320 KiB")
+        for p in names:
+            os.unlink(p)
+        os.rmdir(sd)
+        return rate
+    rounds["files of 320 KiB read cold, new ones each round, files/s"] = until_settled(cold_sample_round, 2, plan.warm_max_rounds)
     # The metadata phases as the timed steps run them (caches dropped before each), on other names
     # and as many files, in rounds until create, stat and unlink each agree with the round before:
     # a JVM compiles a path after thousands of calls. One round left Granary's stat path inside its
@@ -1422,7 +1451,8 @@ def report(runner, plan, targets, info, counter, elapsed):
             "(other blocks each time) and until two rounds agree, "
             f"{plan.warm_count} small files written (8 threads) in rounds, each into an empty folder, until two rounds agree, the last round's files read, read "
             "cold (8 threads, as the small-file step) at least 3 times and until two rounds agree, stat'ed, "
-            "listed (readdir, 3 times) and unlinked, and the metadata "
+            f"listed (readdir, 3 times) and unlinked, {plan.warm_samples} new files of 320 KiB each round (as the retinanet-like "
+            "AU samples) written and read whole cold with 16 threads until two rounds agree, and the metadata "
             f"phases on {plan.meta_count} other empty files (created, stat'ed, listed 3 times, unlinked; caches dropped before each "
             "phase, as in the timed steps) in rounds until create, stat and unlink each agree with the round before (at most 6). So each "
             "filesystem is measured as on a node that has been up for a while: Granary's JVM has compiled its hot paths "
