@@ -29,16 +29,21 @@ class DirectReadBlockIoTest extends DirectIoFixture {
         return closing(new DirectReadBlockIo(oss, Duration.ofSeconds(10), 4));
     }
 
+    /** An OSS over a bucket of its own named {@code bucket}, holding {@code block} as {@code key}. */
+    private OssServer serverHolding(String bucket, String key, byte[] block) throws Exception {
+        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", bucket)));
+        store.put(key, block);
+        return server(store);
+    }
+
     /**
      * The first client of a cold block reads it from S3 itself; the second reads it through the
      * OSS, which then holds it; the third is served from the OSS's memory.
      */
     @Test
     void theFirstReaderOfAColdBlockGetsItFromS3AndLaterOnesFromTheOssCache() throws Exception {
-        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "shared")));
         byte[] block = random(1_500_000, 1);
-        store.put("b1", block);
-        OssServer server = server(store);
+        OssServer server = serverHolding("shared", "b1", block);
         DirectReadBlockIo first = client(server);
         assertArrayEquals(Arrays.copyOfRange(block, 1000, 201_000), first.read(0, "b1", 1000, 200_000).get(20, TimeUnit.SECONDS));
         assertArrayEquals(Arrays.copyOfRange(block, 1_400_000, block.length), first.read(0, "b1", 1_400_000, 200_000).get());
@@ -69,10 +74,8 @@ class DirectReadBlockIoTest extends DirectIoFixture {
      */
     @Test
     void theSameClientAskingAgainKeepsReadingFromS3AndAnotherClientGoesThroughTheOss() throws Exception {
-        S3ObjectStore store = closing(S3ObjectStore.open(s3.config("direct", "again")));
         byte[] block = random(600_000, 3);
-        store.put("b2", block);
-        OssServer server = server(store);
+        OssServer server = serverHolding("again", "b2", block);
         DirectReadBlockIo first = client(server);
         assertArrayEquals(Arrays.copyOfRange(block, 0, 100_000), first.read(0, "b2", 0, 100_000).get(20, TimeUnit.SECONDS));
         first.forgetLocations(); // as when its URLs' half validity is over
