@@ -94,6 +94,56 @@ class LocksFuseTest {
     }
 
     /**
+     * Read-only descriptors are closed without a FLUSH (FOPEN_NOFLUSH, one FUSE round trip less
+     * per small file read): a POSIX lock taken through one still goes with its close, now released
+     * at RELEASE, and a process that already holds a lock when it opens and closes another
+     * descriptor of the file still loses it at that close (POSIX: any close), at once. Another
+     * client (mount B) checks with F_SETLK. Before the RELEASE-time unlock, the first lock stayed
+     * for as long as the client lived.
+     */
+    @Test
+    void locksGoWithTheCloseOfAReadOnlyDescriptor() throws Exception {
+        Path a = mntA.resolve("readers.dat");
+        Files.writeString(a, "x".repeat(100));
+        Files.writeString(tmp.resolve("ro_holder.py"), String.join("\n",
+                "import fcntl, os, sys",
+                "p, how = sys.argv[1], sys.argv[2]",
+                "if how == 'through-it':",
+                "    fd = os.open(p, os.O_RDONLY); fcntl.lockf(fd, fcntl.LOCK_SH, 100, 0)",
+                "else:  # a lock through a read-write descriptor, then another descriptor opened read-only",
+                "    keep = os.open(p, os.O_RDWR); fcntl.lockf(keep, fcntl.LOCK_EX, 100, 0); fd = os.open(p, os.O_RDONLY)",
+                "print('locked', flush=True)",
+                "sys.stdin.readline(); os.read(fd, 10); os.close(fd); print('closed', flush=True)",
+                "sys.stdin.readline()", ""));
+        Files.writeString(tmp.resolve("ro_contender.py"), String.join("\n",
+                "import errno, fcntl, os, subprocess, sys, time",
+                "a, b = sys.argv[1], sys.argv[2]",
+                "def try_lock(fd):",
+                "    try:",
+                "        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0); fcntl.lockf(fd, fcntl.LOCK_UN, 100, 0); return True",
+                "    except OSError as e:",
+                "        if e.errno not in (errno.EAGAIN, errno.EACCES): raise",
+                "        return False",
+                "fd = os.open(b, os.O_RDWR)",
+                "for how in ('through-it', 'held-before'):",
+                "    h = subprocess.Popen([sys.executable, 'ro_holder.py', a, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)",
+                "    h.stdout.readline()",
+                "    print(how, 'held', not try_lock(fd))",
+                "    h.stdin.write('close\\n'); h.stdin.flush(); h.stdout.readline()",
+                "    at_once = try_lock(fd); t = time.time(); got = at_once",
+                "    while not got and time.time() - t < 5: time.sleep(0.01); got = try_lock(fd)",
+                "    print(how, 'free after the close', got, 'at once' if at_once else 'after RELEASE')",
+                "    h.stdin.write('exit\\n'); h.stdin.flush(); h.wait()", ""));
+        String out = Shell.ok(tmp, "python3 ro_contender.py " + a + " " + mntB.resolve("readers.dat"));
+        List<String> lines = out.lines().toList();
+        assertEquals(4, lines.size(), out);
+        assertEquals("through-it held True", lines.get(0));
+        assertTrue(lines.get(1).startsWith("through-it free after the close True"), out);
+        assertEquals("held-before held True", lines.get(2));
+        assertEquals("held-before free after the close True at once", lines.get(3));
+    }
+
+    /**
      * Runs Python code that starts with {@code imports}, then holds a POSIX write lock and an
      * exclusive flock on a new file {@code name} of mount A (descriptors {@code fd}, {@code fl};
      * its path is {@code p}), then runs {@code rest}; returns what it printed.

@@ -287,6 +287,11 @@ public final class FuseMount implements AutoCloseable {
         return fs.largestReadRequest();
     }
 
+    /** FLUSH requests (closes) the kernel has sent this mount so far (diagnostics, tests). */
+    public long flushRequests() {
+        return fs.flushRequests();
+    }
+
     /** GETATTR requests the kernel has sent this mount so far (diagnostics, tests). */
     public long getattrRequests() {
         return fs.getattrRequests();

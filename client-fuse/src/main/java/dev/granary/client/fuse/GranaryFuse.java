@@ -531,6 +531,9 @@ public class GranaryFuse extends PooledFuseFS implements ByteBufferReads {
             fi.fh.set(fh);
             directIoForWrites(fi);
             keepCacheIfCurrent(fi, fh);
+            if (vfs.mayCloseWithoutFlush(fh)) {
+                setOpenBit(fi, NOFLUSH_BIT);
+            }
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
             // fresh ones, so make the kernel ask again rather than keep a size from before, unless
             // what it holds is these (then its next fstat or read past its EOF would cost a
@@ -551,6 +554,13 @@ public class GranaryFuse extends PooledFuseFS implements ByteBufferReads {
     }
 
     private final java.util.concurrent.atomic.LongAdder getattrRequests = new java.util.concurrent.atomic.LongAdder();
+
+    /** FLUSH requests (close(2) of a descriptor) the kernel has sent this mount (diagnostics, tests). */
+    public long flushRequests() {
+        return flushRequests.sum();
+    }
+
+    private final java.util.concurrent.atomic.LongAdder flushRequests = new java.util.concurrent.atomic.LongAdder();
 
     /** The largest READ request the kernel has sent this mount, bytes (diagnostics, tests). */
     public long largestReadRequest() {
@@ -770,6 +780,12 @@ public class GranaryFuse extends PooledFuseFS implements ByteBufferReads {
 
     /** {@code direct_io}'s and {@code keep_cache}'s bits in libfuse 2's bit fields ({@link #BITFIELDS_OFFSET}). */
     private static final int DIRECT_IO_BIT = 1, KEEP_CACHE_BIT = 1 << 1;
+    /**
+     * The first of libfuse2's padding bits after {@code flock_release}: libfuse2 ignores it (its
+     * own channel keeps sending FLUSH), Granary's /dev/fuse binding answers the OPEN with
+     * {@code FOPEN_NOFLUSH} ({@code PathFsAdapter.FI_NOFLUSH}).
+     */
+    public static final int NOFLUSH_BIT = 1 << 5;
 
     /** Sets {@code bit} of libfuse 2's bit fields in the open's {@code fi}, which its reply carries. */
     private static void setOpenBit(FuseFileInfo fi, int bit) {
@@ -791,6 +807,7 @@ public class GranaryFuse extends PooledFuseFS implements ByteBufferReads {
 
     @Override
     public int flush(String nativePath, FuseFileInfo fi) {
+        flushRequests.increment();
         served(fi.fh.get());
         String path = Names.fromNative(nativePath, LATIN1);
         return call("flush", path, c -> {

@@ -131,6 +131,44 @@ class FuseMountTest {
         });
     }
 
+    /**
+     * close(2) of a read-only descriptor sends no FLUSH on the /dev/fuse binding (FOPEN_NOFLUSH:
+     * nothing to commit; a read of a small file is LOOKUP, OPEN, IOCTL, READ, RELEASE), while a
+     * descriptor that may write still flushes at close (close-to-open: its bytes are committed when
+     * close returns), and so does a read-only one opened while this process holds a POSIX lock on
+     * the file (closing it must release the lock, POSIX). Before: a FLUSH per close.
+     */
+    @Test
+    void closesOfReadOnlyDescriptorsSendNoFlush() throws Exception {
+        if (!FuseMount.directBinding(ClientConfig.defaults())) {
+            Assumptions.abort("skipped: FOPEN_NOFLUSH is sent by the /dev/fuse binding, used as root; libfuse2 keeps sending FLUSH");
+        }
+        withMount((cluster, m, mnt) -> {
+            Path f = mnt.resolve("sample");
+            byte[] data = "sample bytes\n".getBytes(StandardCharsets.UTF_8);
+            Files.write(f, data);
+            long before = m.flushRequests();
+            for (int i = 0; i < 3; i++) {
+                assertArrayEquals(data, Files.readAllBytes(f));
+            }
+            assertEquals(0, m.flushRequests() - before, "FLUSHes for 3 read-only opens");
+
+            Files.write(f, data, java.nio.file.StandardOpenOption.APPEND);
+            assertTrue(m.flushRequests() - before >= 1, "a write's close flushes");
+            assertEquals(2 * data.length, Files.size(f));
+
+            long locked = m.flushRequests();
+            try (FileChannel rw = FileChannel.open(f, java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE);
+                 java.nio.channels.FileLock l = rw.lock(0, 10, false)) {
+                assertTrue(l.isValid());
+                try (FileChannel ro = FileChannel.open(f)) {
+                    assertEquals(2 * data.length, ro.size());
+                }
+                assertEquals(1, m.flushRequests() - locked, "the read-only close while this process held a lock flushed");
+            }
+        });
+    }
+
     /** A test body that runs while a client with the default configuration is mounted at {@code mnt}. */
     @FunctionalInterface
     private interface MountedBody {

@@ -57,8 +57,11 @@ public final class FuseKernel {
     /** {@code struct fuse_dirent}: ino, off, namelen, type, then the name padded to 8 bytes. */
     public static final int DIRENT_HEADER_BYTES = 24;
 
-    /** {@code fuse_open_out.open_flags}. */
-    public static final int FOPEN_DIRECT_IO = 1, FOPEN_KEEP_CACHE = 1 << 1;
+    /**
+     * {@code fuse_open_out.open_flags}. {@code FOPEN_NOFLUSH} (Linux 5.16+; older kernels ignore
+     * it): close(2) of the file sends no FLUSH.
+     */
+    public static final int FOPEN_DIRECT_IO = 1, FOPEN_KEEP_CACHE = 1 << 1, FOPEN_NOFLUSH = 1 << 5;
 
     /** INIT flags ({@code fuse_init_in.flags}, {@code fuse_init_out.flags}). */
     public static final int ASYNC_READ = 1, POSIX_LOCKS = 1 << 1, ATOMIC_O_TRUNC = 1 << 3, BIG_WRITES = 1 << 5,

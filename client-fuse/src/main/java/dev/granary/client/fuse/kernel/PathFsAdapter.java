@@ -36,6 +36,8 @@ public final class PathFsAdapter implements LowLevelFs {
     /** libfuse 2.9's {@code struct fuse_file_info} (LP64): flags, fh_old, writepage, bit fields, fh, lock_owner. */
     private static final int FI_BYTES = 40, FI_FLAGS = 0, FI_BITS = 20, FI_FH = 24;
     private static final int FI_DIRECT_IO = 1, FI_KEEP_CACHE = 1 << 1, FI_NONSEEKABLE = 1 << 3;
+    /** A padding bit of libfuse2's struct that a file system sets for FOPEN_NOFLUSH ({@code GranaryFuse.NOFLUSH_BIT}). */
+    static final int FI_NOFLUSH = 1 << 5;
     private static final int FOPEN_NONSEEKABLE = 1 << 2;
     /** {@code struct statvfs} (x86_64): bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax. */
     private static final int STATVFS_BYTES = 112, SV_BSIZE = 0, SV_FRSIZE = 8, SV_BLOCKS = 16, SV_BFREE = 24, SV_BAVAIL = 32,
@@ -642,7 +644,8 @@ public final class PathFsAdapter implements LowLevelFs {
     private static int openFlags(int bits) {
         return ((bits & FI_DIRECT_IO) != 0 ? FuseKernel.FOPEN_DIRECT_IO : 0)
                 | ((bits & FI_KEEP_CACHE) != 0 ? FuseKernel.FOPEN_KEEP_CACHE : 0)
-                | ((bits & FI_NONSEEKABLE) != 0 ? FOPEN_NONSEEKABLE : 0);
+                | ((bits & FI_NONSEEKABLE) != 0 ? FOPEN_NONSEEKABLE : 0)
+                | ((bits & FI_NOFLUSH) != 0 ? FuseKernel.FOPEN_NOFLUSH : 0);
     }
 
     /**
