@@ -3,6 +3,7 @@ package dev.granary.tests;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.granary.client.fuse.GranaryFuse;
 import dev.granary.tools.cluster.MountPoints;
 import dev.granary.tools.config.GranaryConfig;
 import dev.granary.tools.prereq.Prerequisites;
@@ -36,7 +37,13 @@ class LocksFuseTest {
         cluster = MiniCluster.start(cfg);
         mntA = tmp.resolve("a");
         mntB = tmp.resolve("b");
-        cluster.mount(mntA);
+        // mount A closes read-only descriptors without FLUSH (opt-in): every test here runs with it
+        System.setProperty(GranaryFuse.NOFLUSH_READ_ONLY_PROPERTY, "true");
+        try {
+            cluster.mount(mntA);
+        } finally {
+            System.clearProperty(GranaryFuse.NOFLUSH_READ_ONLY_PROPERTY);
+        }
         cluster.mount(mntB);
     }
 
@@ -94,12 +101,12 @@ class LocksFuseTest {
     }
 
     /**
-     * Read-only descriptors are closed without a FLUSH (FOPEN_NOFLUSH, one FUSE round trip less
-     * per small file read): a POSIX lock taken through one still goes with its close, now released
-     * at RELEASE, and a process that already holds a lock when it opens and closes another
-     * descriptor of the file still loses it at that close (POSIX: any close), at once. Another
-     * client (mount B) checks with F_SETLK. Before the RELEASE-time unlock, the first lock stayed
-     * for as long as the client lived.
+     * With read-only descriptors closed without a FLUSH (mount A: {@code granary.fuse.noflushReadOnly},
+     * FOPEN_NOFLUSH, one FUSE round trip less per small file read): a POSIX lock taken through one
+     * still goes with its close, released at RELEASE, and a process that already holds a lock when
+     * it opens and closes another descriptor of the file still loses it at that close (POSIX: any
+     * close), at once. Another client (mount B) checks with F_SETLK. Before the RELEASE-time
+     * unlock, the first lock stayed for as long as the client lived.
      */
     @Test
     void locksGoWithTheCloseOfAReadOnlyDescriptor() throws Exception {

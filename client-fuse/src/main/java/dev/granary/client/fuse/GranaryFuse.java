@@ -531,7 +531,7 @@ public class GranaryFuse extends PooledFuseFS implements ByteBufferReads {
             fi.fh.set(fh);
             directIoForWrites(fi);
             keepCacheIfCurrent(fi, fh);
-            if (vfs.mayCloseWithoutFlush(fh)) {
+            if (noflushReadOnly && vfs.mayCloseWithoutFlush(fh)) {
                 setOpenBit(fi, NOFLUSH_BIT);
             }
             // close-to-open: the kernel caches attributes for attr_timeout; the open just fetched
@@ -786,6 +786,18 @@ public class GranaryFuse extends PooledFuseFS implements ByteBufferReads {
      * {@code FOPEN_NOFLUSH} ({@code PathFsAdapter.FI_NOFLUSH}).
      */
     public static final int NOFLUSH_BIT = 1 << 5;
+
+    /**
+     * The system property that turns on {@code FOPEN_NOFLUSH} for read-only opens (off by
+     * default; e.g. {@code -Dgranary.fuse.noflushReadOnly=true} in {@code GRANARY_JAVA_OPTS}):
+     * one FUSE round trip less per read-only open, but POSIX locks taken through such a
+     * descriptor are released at RELEASE, not at close(2), with faults around fork(2) that
+     * docs/SEMANTICS.md lists. For nodes whose processes take no fcntl locks on files they open
+     * read-only (training data). Read when the mount starts.
+     */
+    public static final String NOFLUSH_READ_ONLY_PROPERTY = "granary.fuse.noflushReadOnly";
+
+    private final boolean noflushReadOnly = Boolean.getBoolean(NOFLUSH_READ_ONLY_PROPERTY);
 
     /** Sets {@code bit} of libfuse 2's bit fields in the open's {@code fi}, which its reply carries. */
     private static void setOpenBit(FuseFileInfo fi, int bit) {

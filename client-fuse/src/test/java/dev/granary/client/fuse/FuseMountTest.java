@@ -132,18 +132,37 @@ class FuseMountTest {
     }
 
     /**
-     * close(2) of a read-only descriptor sends no FLUSH on the /dev/fuse binding (FOPEN_NOFLUSH:
-     * nothing to commit; a read of a small file is LOOKUP, OPEN, IOCTL, READ, RELEASE), while a
-     * descriptor that may write still flushes at close (close-to-open: its bytes are committed when
-     * close returns), and so does a read-only one opened while this process holds a POSIX lock on
-     * the file (closing it must release the lock, POSIX). Before: a FLUSH per close.
+     * With {@code granary.fuse.noflushReadOnly}, close(2) of a read-only descriptor sends no FLUSH
+     * on the /dev/fuse binding (FOPEN_NOFLUSH: nothing to commit; a read of a small file is
+     * LOOKUP, OPEN, IOCTL, READ, RELEASE), while a descriptor that may write still flushes at
+     * close (close-to-open: its bytes are committed when close returns), and so does a read-only
+     * one opened while this process holds a POSIX lock on the file (closing it must release the
+     * lock, POSIX). Without the property (the default) every close flushes.
      */
     @Test
-    void closesOfReadOnlyDescriptorsSendNoFlush() throws Exception {
+    void closesOfReadOnlyDescriptorsSendNoFlushWhenAskedTo() throws Exception {
         if (!FuseMount.directBinding(ClientConfig.defaults())) {
             Assumptions.abort("skipped: FOPEN_NOFLUSH is sent by the /dev/fuse binding, used as root; libfuse2 keeps sending FLUSH");
         }
         withMount((cluster, m, mnt) -> {
+            Path f = mnt.resolve("default");
+            Files.write(f, new byte[10]);
+            long before = m.flushRequests();
+            for (int i = 0; i < 3; i++) {
+                assertEquals(10, Files.readAllBytes(f).length);
+            }
+            assertEquals(3, m.flushRequests() - before, "FLUSHes for 3 read-only opens by default");
+        });
+        System.setProperty(GranaryFuse.NOFLUSH_READ_ONLY_PROPERTY, "true");
+        try {
+            withMount(FuseMountTest::readOnlyClosesWithoutFlush);
+        } finally {
+            System.clearProperty(GranaryFuse.NOFLUSH_READ_ONLY_PROPERTY);
+        }
+    }
+
+    private static void readOnlyClosesWithoutFlush(LocalCluster cluster, FuseMount m, Path mnt) throws Exception {
+        {
             Path f = mnt.resolve("sample");
             byte[] data = "sample bytes\n".getBytes(StandardCharsets.UTF_8);
             Files.write(f, data);
@@ -166,7 +185,7 @@ class FuseMountTest {
                 }
                 assertEquals(1, m.flushRequests() - locked, "the read-only close while this process held a lock flushed");
             }
-        });
+        }
     }
 
     /** A test body that runs while a client with the default configuration is mounted at {@code mnt}. */
