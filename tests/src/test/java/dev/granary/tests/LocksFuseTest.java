@@ -151,6 +151,59 @@ class LocksFuseTest {
     }
 
     /**
+     * The two faults a helper found with fork(2) when read-only descriptors close without FLUSH
+     * (mount A), checked from mount B: (1) a child that locks through an inherited read-only
+     * descriptor and exits loses its lock although its parent keeps the descriptor open (the
+     * kernel sends nothing; the lease renewer sees the process gone: before, the lock stayed until
+     * the parent's close, 6 of 6 runs); (2) a parent that locked through a read-only descriptor,
+     * closed it while a child kept a copy, and locked again through another descriptor keeps that
+     * lock when the child's exit releases the first descriptor (before, the RELEASE unlocked the
+     * parent's whole range, 5 of 5 runs).
+     */
+    @Test
+    void forkedChildrenNeitherKeepNorDropTheirParentsLocks() throws Exception {
+        Path a = mntA.resolve("forked.dat");
+        Files.writeString(a, "x".repeat(100));
+        Files.writeString(tmp.resolve("forked.py"), String.join("\n",
+                "import errno, fcntl, os, sys, time",
+                "a, b = sys.argv[1], sys.argv[2]",
+                "fb = os.open(b, os.O_RDWR)",
+                "def free():",
+                "    try:",
+                "        fcntl.lockf(fb, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0); fcntl.lockf(fb, fcntl.LOCK_UN, 0, 0); return True",
+                "    except OSError as e:",
+                "        if e.errno not in (errno.EAGAIN, errno.EACCES): raise",
+                "        return False",
+                "def free_within(s):",
+                "    t = time.time()",
+                "    while time.time() - t < s:",
+                "        if free(): return True",
+                "        time.sleep(0.05)",
+                "    return False",
+                "fd = os.open(a, os.O_RDONLY)",
+                "pid = os.fork()",
+                "if pid == 0:",
+                "    fcntl.lockf(fd, fcntl.LOCK_SH, 0, 0); os._exit(0)",
+                "os.waitpid(pid, 0)",
+                "print('dead child\\'s lock freed', free_within(8))",
+                "os.close(fd)",
+                "fd1 = os.open(a, os.O_RDONLY); fcntl.lockf(fd1, fcntl.LOCK_SH, 0, 0)",
+                "r, w = os.pipe()",
+                "pid = os.fork()",
+                "if pid == 0:",
+                "    os.read(r, 1); os._exit(0)",
+                "os.close(fd1)",
+                "fd2 = os.open(a, os.O_RDWR); fcntl.lockf(fd2, fcntl.LOCK_EX, 0, 0)",
+                "os.write(w, b'x'); os.waitpid(pid, 0); time.sleep(1.5)",
+                "print('parent\\'s later lock kept', not free())",
+                "os.close(fd2)",
+                "print('free after the parent\\'s close', free_within(5))", ""));
+        String out = Shell.ok(tmp, "python3 forked.py " + a + " " + mntB.resolve("forked.dat"));
+        assertEquals(List.of("dead child's lock freed True", "parent's later lock kept True", "free after the parent's close True"),
+                out.lines().toList());
+    }
+
+    /**
      * Runs Python code that starts with {@code imports}, then holds a POSIX write lock and an
      * exclusive flock on a new file {@code name} of mount A (descriptors {@code fd}, {@code fl};
      * its path is {@code p}), then runs {@code rest}; returns what it printed.

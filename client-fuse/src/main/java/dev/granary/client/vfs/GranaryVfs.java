@@ -184,6 +184,19 @@ public final class GranaryVfs implements AutoCloseable {
      * the owners that took POSIX locks through it: RELEASE, not FLUSH, releases those.
      */
     private final ConcurrentHashMap<Long, Set<Long>> noFlushHandles = new ConcurrentHashMap<>();
+    /**
+     * Per POSIX lock owner of a file: the open handles it took locks through since its last
+     * whole-file unlock. A handle closed without FLUSH releases its owners' locks at RELEASE only
+     * when it was the last of them (else a child's exit that released a descriptor its parent
+     * locked through and closed would release the parent's later locks: helper-found).
+     */
+    private final ConcurrentHashMap<LockKey, Set<Long>> lockHandles = new ConcurrentHashMap<>();
+    /**
+     * Owners that took POSIX locks through a handle closed without FLUSH, with the process that
+     * took them: the kernel sends nothing when such a process exits while another process holds
+     * the descriptor (a forked child), so the lease renewer releases the locks of processes gone.
+     */
+    private final ConcurrentHashMap<LockKey, LockerProcess> noFlushLockers = new ConcurrentHashMap<>();
     /** Times the lock lease was found run out while locks were held ({@link #lockLeaseLosses}). */
     private final AtomicLong leaseLosses = new AtomicLong();
     private final java.util.concurrent.atomic.AtomicBoolean renewerStarted = new java.util.concurrent.atomic.AtomicBoolean();
@@ -1925,11 +1938,67 @@ public final class GranaryVfs implements AutoCloseable {
         if ((type == LockType.READ && acc == O_WRONLY) || (type == LockType.WRITE && acc == O_RDONLY)) {
             throw new FsException(Status.EBADF, "a " + type + " lock needs the file open for " + (type == LockType.READ ? "reading" : "writing"));
         }
-        Set<Long> owners = type == LockType.UNLOCK ? null : noFlushHandles.get(fh);
-        if (owners != null) {
-            owners.add(owner); // before the lock: a RELEASE racing it then releases it too
+        if (type != LockType.UNLOCK) {
+            // before the lock: a RELEASE racing it then releases it too
+            LockKey key = new LockKey(f.ino(), owner, LockKind.POSIX);
+            lockHandles.computeIfAbsent(key, k -> ConcurrentHashMap.newKeySet()).add(fh);
+            Set<Long> owners = noFlushHandles.get(fh);
+            if (owners != null) {
+                owners.add(owner);
+                LockerProcess p = LockerProcess.of(pid);
+                if (p != null) {
+                    noFlushLockers.put(key, p);
+                }
+            }
         }
         take(c, f.ino(), posixLock(owner, type, start, end, pid), wait);
+    }
+
+    /**
+     * The process that took a lock, by its pid in this mount's pid namespace (as FUSE reports
+     * it) and its start time (clock ticks after boot, {@code /proc/PID/stat} field 22), so that a
+     * reused pid is not taken for it.
+     */
+    private record LockerProcess(int pid, long startTicks) {
+        /** The process with {@code pid} now, or null when it cannot be told (pid 0: outside the namespace). */
+        static LockerProcess of(int pid) {
+            long start = pid > 0 ? startTicks(pid) : -1;
+            return start < 0 ? null : new LockerProcess(pid, start);
+        }
+
+        /** False once the process has exited (gone, a zombie, or its pid reused); true when unsure. */
+        boolean alive() {
+            long now = startTicks(pid);
+            return now == -1 || now == startTicks; // -1: /proc unreadable for another reason
+        }
+
+        /** Start time of {@code pid}; -2 when it is gone or a zombie; -1 when /proc cannot tell. */
+        private static long startTicks(int pid) {
+            try {
+                String stat = java.nio.file.Files.readString(java.nio.file.Path.of("/proc", Integer.toString(pid), "stat"));
+                String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                return f[0].equals("Z") || f[0].equals("X") ? -2 : Long.parseLong(f[19]);
+            } catch (java.nio.file.NoSuchFileException e) {
+                return -2;
+            } catch (java.io.IOException | RuntimeException e) {
+                return -1;
+            }
+        }
+    }
+
+    /** Releases the POSIX locks of owners whose locking process is gone ({@link #noFlushLockers}); lease renewer. */
+    private void releaseLocksOfExitedLockers() {
+        for (Map.Entry<LockKey, LockerProcess> e : noFlushLockers.entrySet()) {
+            if (!e.getValue().alive() && noFlushLockers.remove(e.getKey(), e.getValue())) {
+                LockKey k = e.getKey();
+                try {
+                    take(caller(0, 0), k.ino(), posixLock(k.owner(), LockType.UNLOCK, 0, 0, 0), false);
+                } catch (FsException ex) {
+                    LOG.warn("releasing the POSIX locks of exited process {} on inode {} failed (the lease releases them): {}",
+                            e.getValue().pid(), k.ino(), ex.getMessage());
+                }
+            }
+        }
     }
 
     /**
@@ -1960,15 +2029,22 @@ public final class GranaryVfs implements AutoCloseable {
     /** Releases the POSIX locks taken through a handle opened without FLUSH at close ({@link #mayCloseWithoutFlush}). */
     private void releaseLocksOfNoFlushHandle(Caller c, OpenFile f) {
         Set<Long> owners = noFlushHandles.remove(f.fh());
-        if (owners == null) {
-            return;
-        }
-        for (long owner : owners) {
-            try {
-                take(c, f.ino(), posixLock(owner, LockType.UNLOCK, 0, 0, 0), false);
-            } catch (FsException e) {
-                LOG.warn("releasing the POSIX locks of inode {} at close failed (the lease releases them): {}", f.ino(), e.getMessage());
+        for (Map.Entry<LockKey, Set<Long>> e : lockHandles.entrySet()) {
+            LockKey k = e.getKey();
+            if (k.ino() != f.ino() || !e.getValue().remove(f.fh())) {
+                continue;
             }
+            // a lock owner that locked through no other open handle since its last unlock: the
+            // close of this one would have released its locks (POSIX); one that did keeps them
+            // until that handle's close (its FLUSH) or its exit
+            if (owners != null && owners.contains(k.owner()) && e.getValue().isEmpty()) {
+                try {
+                    take(c, f.ino(), posixLock(k.owner(), LockType.UNLOCK, 0, 0, 0), false);
+                } catch (FsException ex) {
+                    LOG.warn("releasing the POSIX locks of inode {} at close failed (the lease releases them): {}", f.ino(), ex.getMessage());
+                }
+            }
+            lockHandles.computeIfPresent(k, (kk, hs) -> hs.isEmpty() ? null : hs);
         }
     }
 
@@ -2012,6 +2088,8 @@ public final class GranaryVfs implements AutoCloseable {
                     heldLocks.add(key);
                 } else if (l.getKind() == LockKind.FLOCK || (l.getStart() == 0 && l.getEnd() == 0)) {
                     heldLocks.remove(key); // whole range released
+                    lockHandles.remove(key);
+                    noFlushLockers.remove(key);
                 }
                 return;
             }
@@ -2061,6 +2139,7 @@ public final class GranaryVfs implements AutoCloseable {
                 if (heldLocks.isEmpty()) {
                     return;
                 }
+                releaseLocksOfExitedLockers();
                 try {
                     if (mds.renewSession(caller(0, 0), session, config.lockLease().toNanos())) {
                         leaseLost();
