@@ -265,6 +265,12 @@ public final class RaftKvClient implements AutoCloseable {
         long deadline = System.nanoTime() + retryBudget.toNanos();
         boolean isRead = type.is(RaftClientRequestProto.TypeCase.READ);
         for (int attempt = 1; ; attempt++) {
+            if (Thread.interrupted()) {
+                // at once, not sent: a reply that came back before the wait below started was
+                // returned although the thread was interrupted (CompletableFuture.get checks the
+                // interrupt only when it has to wait; RaftClusterTest failed so on a busy machine)
+                throw interrupted(op);
+            }
             CompletableFuture<RaftClientReply> pending = UnorderedAsync.send(
                     type, Message.valueOf(ByteString.copyFrom(request)), null, (RaftClientImpl) client);
             IOException refusal;
